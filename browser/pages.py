@@ -1,0 +1,268 @@
+"""Named pages (browser tabs), their one-at-a-time lock and their leases.
+
+Everything here lives in memory and on the event loop. A page knows a job only
+as the id that holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from penelope_site.api import ApiError
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
+    from browser.runner import Browser
+
+PAGE_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+MAIN_PAGE = "main"
+
+# First path segments the API router already uses; a page cannot take them.
+RESERVED_PAGE_IDS = frozenset({"pages", "jobs", "media", "activity", "health", "workload", "purge", "schema"})
+
+
+def validate_page_id(page_id: str) -> str:
+    if not PAGE_ID_PATTERN.fullmatch(page_id or ""):
+        raise ApiError(
+            400,
+            "A page id is 1 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.",
+        )
+    if page_id in RESERVED_PAGE_IDS:
+        raise ApiError(400, f"'{page_id}' is a word the API uses and cannot name a page.")
+    return page_id
+
+
+@dataclass
+class Lease:
+    """A page reserved for one client's flow. It never expires while a call
+    under it runs; its TTL restarts when the last such call ends."""
+
+    id: str
+    ttl: float
+    expires_at: float  # time.monotonic()
+    active_calls: int = 0
+
+    def expired(self, now: float) -> bool:
+        return self.active_calls == 0 and now >= self.expires_at
+
+    def expires_in(self, now: float) -> float:
+        if self.active_calls:
+            return self.ttl
+        return max(0.0, self.expires_at - now)
+
+
+@dataclass
+class Claim:
+    """One caller's hold on a page, from acquire to release."""
+
+    page: ManagedPage
+    lease: Lease | None
+    job_id: str | None = None
+    released: bool = False
+
+
+@dataclass
+class ManagedPage:
+    name: str
+    tab: Page | None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    job_id: str | None = None
+    lease: Lease | None = None
+    waiting: int = 0
+    closed: bool = False
+
+    # --- leases ---------------------------------------------------------------
+
+    def current_lease(self) -> Lease | None:
+        if self.lease is not None and self.lease.expired(time.monotonic()):
+            self.lease = None
+        return self.lease
+
+    def check_lease(self, lease_id: str | None) -> Lease | None:
+        """The lease a call runs under, or 423 when the call may not run."""
+        lease = self.current_lease()
+        if lease is None:
+            if lease_id:
+                raise ApiError(423, f"Lease {lease_id[:64]} is unknown or expired.", self.name)
+            return None
+        if not lease_id:
+            raise ApiError(423, f"Page {self.name} is leased; send its lease in X-Lease.", self.name)
+        if not secrets.compare_digest(lease_id.encode(), lease.id.encode()):
+            raise ApiError(423, f"Lease {lease_id[:64]} does not hold page {self.name}.", self.name)
+        return lease
+
+    def take_lease(self, ttl: float, lease_id: str | None) -> Lease:
+        """A new lease, or the caller's own lease renewed with a new TTL."""
+        lease = self.current_lease()
+        if lease is not None:
+            self.check_lease(lease_id)
+            lease.ttl = ttl
+            lease.expires_at = time.monotonic() + ttl
+            return lease
+        if lease_id:
+            raise ApiError(423, f"Lease {lease_id[:64]} is unknown or expired.", self.name)
+        self.lease = Lease(id=secrets.token_hex(16), ttl=ttl, expires_at=time.monotonic() + ttl)
+        return self.lease
+
+    def release_lease(self, lease_id: str | None) -> None:
+        if self.current_lease() is None:
+            raise ApiError(423, f"Page {self.name} has no lease to release.", self.name)
+        self.check_lease(lease_id)
+        self.lease = None
+
+    # --- the one-at-a-time lock -----------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked()
+
+    def _busy_error(self) -> ApiError:
+        if self.job_id:
+            return ApiError(409, f"Page {self.name} is busy: job {self.job_id} runs on it.", self.name)
+        return ApiError(409, f"Page {self.name} is busy.", self.name)
+
+    async def acquire(self, lease_id: str | None, wait_s: float) -> Claim:
+        """Wait in arrival order for the page, up to `wait_s`, then 409.
+
+        A caller cancelled while waiting (its client went away) leaves the queue.
+        """
+        self.check_lease(lease_id)
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(wait_s):
+                await self.lock.acquire()
+        except TimeoutError:
+            raise self._busy_error() from None
+        finally:
+            self.waiting -= 1
+        return self._claim(lease_id)
+
+    async def try_acquire(self, lease_id: str | None, job_id: str) -> Claim:
+        """Claim an idle page for a job at once, or 409 without waiting."""
+        self.check_lease(lease_id)
+        if self.job_id:
+            raise ApiError(409, f"Page {self.name} already runs job {self.job_id}.", self.name)
+        if self.lock.locked() or self.waiting:
+            raise ApiError(409, f"Page {self.name} is not idle: a call is running on it.", self.name)
+        # An unlocked lock with no waiters is taken without suspending, so no
+        # other caller can slip in between the check above and this line.
+        await self.lock.acquire()
+        claim = self._claim(lease_id)
+        claim.job_id = job_id
+        self.job_id = job_id
+        return claim
+
+    def _claim(self, lease_id: str | None) -> Claim:
+        # The page may have been closed or leased while this caller waited.
+        try:
+            if self.closed:
+                raise ApiError(404, f"Page {self.name} was closed.", self.name)
+            lease = self.check_lease(lease_id)
+        except ApiError:
+            self.lock.release()
+            raise
+        if lease is not None:
+            lease.active_calls += 1
+        return Claim(page=self, lease=lease)
+
+    def release(self, claim: Claim) -> None:
+        if claim.released:
+            return
+        claim.released = True
+        if claim.lease is not None:
+            claim.lease.active_calls -= 1
+            if claim.lease.active_calls == 0:
+                claim.lease.expires_at = time.monotonic() + claim.lease.ttl
+        if claim.job_id and self.job_id == claim.job_id:
+            self.job_id = None
+        self.lock.release()
+
+    def state(self) -> dict:
+        lease = self.current_lease()
+        now = time.monotonic()
+        url = ""
+        if self.tab is not None and not self.tab.is_closed():
+            url = self.tab.url
+        return {
+            "page_id": self.name,
+            "busy": self.busy,
+            "waiting": self.waiting,
+            "job_id": self.job_id,
+            "leased": lease is not None,
+            "lease_expires_in": round(lease.expires_in(now), 3) if lease else None,
+            "url": url,
+        }
+
+
+class PageRegistry:
+    """The open pages by name, at most MAX_PAGES of them."""
+
+    def __init__(self) -> None:
+        self.browser: Browser | None = None
+        self.pages: dict[str, ManagedPage] = {}
+
+    def attach(self, browser: Browser, first_tab: Page) -> None:
+        self.browser = browser
+        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab)}
+
+    def detach(self) -> None:
+        for page in self.pages.values():
+            page.closed = True
+        self.pages = {}
+        self.browser = None
+
+    def get(self, page_id: str) -> ManagedPage:
+        page = self.pages.get(page_id)
+        if page is None:
+            raise ApiError(404, f"Page {page_id} is not open.", page_id)
+        return page
+
+    async def open(self, page_id: str) -> ManagedPage:
+        validate_page_id(page_id)
+        if page_id in self.pages:
+            raise ApiError(409, f"Page {page_id} is already open.", page_id)
+        if len(self.pages) >= settings.MAX_PAGES:
+            raise ApiError(
+                409, f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id
+            )
+        if self.browser is None:
+            raise ApiError(503, "The browser is not running.", page_id)
+        # Reserve the name before the await so two openers cannot both pass.
+        page = ManagedPage(page_id, None)
+        self.pages[page_id] = page
+        try:
+            page.tab = await self.browser.new_tab()
+        except BaseException:
+            self.pages.pop(page_id, None)
+            raise
+        return page
+
+    async def close(self, page_id: str, lease_id: str | None) -> None:
+        page = self.get(page_id)
+        if page_id == MAIN_PAGE:
+            raise ApiError(409, "Page main is the worker's default page and stays open.", page_id)
+        page.check_lease(lease_id)
+        if page.tab is None or page.busy or page.waiting:
+            raise page._busy_error()
+        page.closed = True
+        del self.pages[page_id]
+        await page.tab.close()
+
+    async def ensure_tab(self, page: ManagedPage) -> Page:
+        """The page's tab, opened anew if it crashed or an action closed it."""
+        if page.tab is None or page.tab.is_closed():
+            if self.browser is None:
+                raise ApiError(503, "The browser is not running.", page.name)
+            page.tab = await self.browser.new_tab()
+        return page.tab
+
+
+registry = PageRegistry()

@@ -1,0 +1,136 @@
+"""Media operations: put, hold, expire, drop, claim, sweep, drop orphans.
+
+The functions are sync (ORM and file system); async callers wrap them with
+`sync_to_async`. A holder is an opaque id (a job's), never an import.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from media_store.models import MediaFile
+from penelope_site.api import ApiError
+
+log = logging.getLogger("penelope.media")
+
+MB = 1024 * 1024
+ORPHAN_GRACE_S = 30
+
+
+def media_dir() -> Path:
+    settings.MEDIA_DIR.mkdir(parents=True, exist_ok=True)
+    return settings.MEDIA_DIR
+
+
+def file_path(item: MediaFile) -> Path:
+    return media_dir() / item.path
+
+
+def put(data: bytes, *, content_type: str, filename: str) -> MediaFile:
+    """Store a file for a plain call's one-shot link, or 507 past MEDIA_MAX_MB."""
+    directory = media_dir()
+    name = secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin")
+    final = directory / name
+    partial = directory / (name + ".part")
+    now = time.time()
+    try:
+        partial.write_bytes(data)
+        with transaction.atomic():
+            cap = settings.MEDIA_MAX_MB * MB
+            if MediaFile.objects.unclaimed_bytes() + len(data) > cap:
+                raise ApiError(
+                    507,
+                    f"The media store is full: this {len(data)}-byte file would pass the "
+                    f"{settings.MEDIA_MAX_MB:g} MB cap (MEDIA_MAX_MB).",
+                )
+            item = MediaFile.objects.create(
+                token=secrets.token_urlsafe(24),
+                path=name,
+                filename=filename,
+                size=len(data),
+                content_type=content_type,
+                created_at=now,
+                expires_at=now + settings.MEDIA_TTL_S,
+            )
+            os.replace(partial, final)
+    except BaseException:
+        for leftover in (partial, final):
+            leftover.unlink(missing_ok=True)
+        raise
+    return item
+
+
+def hold(tokens: Iterable[str], *, holder: str, until: float) -> int:
+    """Keep these files, and their links, for `holder` until `until`."""
+    return MediaFile.objects.filter(token__in=list(tokens)).update(holder=holder, held_until=until)
+
+
+def expire(holder: str, *, until: float) -> int:
+    """Move the end of a holder's hold (e.g. 5 minutes after a delivery)."""
+    return MediaFile.objects.held_by(holder).update(held_until=until)
+
+
+def drop(holder: str) -> int:
+    """Delete a holder's files now."""
+    return _delete(MediaFile.objects.held_by(holder))
+
+
+def find_available(token: str, now: float | None = None) -> MediaFile | None:
+    if not token or len(token) > 64:
+        return None
+    return MediaFile.objects.available(now or time.time()).filter(token=token).first()
+
+
+def claim(item: MediaFile) -> bool:
+    """After a complete download: a plain call's file is used up and deleted;
+    a held file stays for its holder. Answers whether this download claimed it."""
+    if item.held(time.time()):
+        return False
+    claimed = MediaFile.objects.filter(pk=item.pk, claimed_at__isnull=True).update(claimed_at=time.time())
+    if claimed:
+        _delete(MediaFile.objects.filter(pk=item.pk))
+    return bool(claimed)
+
+
+def sweep(now: float | None = None) -> int:
+    """Delete claimed files and files past their deadline and hold."""
+    return _delete(MediaFile.objects.finished(now or time.time()))
+
+
+def drop_orphans() -> dict[str, int]:
+    """Remove files without a row and rows without a file."""
+    directory = media_dir()
+    on_disk = {entry.name for entry in directory.iterdir() if entry.is_file()}
+    known = set(MediaFile.objects.values_list("path", flat=True))
+    files_removed = 0
+    for name in on_disk - known:
+        entry = directory / name
+        try:
+            # A put in progress has its file on disk before its row commits.
+            if time.time() - entry.stat().st_mtime < ORPHAN_GRACE_S:
+                continue
+        except FileNotFoundError:
+            continue
+        entry.unlink(missing_ok=True)
+        files_removed += 1
+    rows_removed, _ = MediaFile.objects.filter(path__in=known - on_disk).delete()
+    if files_removed or rows_removed:
+        log.info("removed %d orphan files and %d rows without a file", files_removed, rows_removed)
+    return {"files": files_removed, "rows": rows_removed}
+
+
+def _delete(queryset) -> int:
+    items = list(queryset.values_list("pk", "path"))
+    for _, name in items:
+        (media_dir() / name).unlink(missing_ok=True)
+    MediaFile.objects.filter(pk__in=[pk for pk, _ in items]).delete()
+    return len(items)

@@ -1,0 +1,178 @@
+"""Settings of one Penelope worker, all read from environment variables.
+
+Every variable has a default a newcomer can run on; durations accept decimals
+so tests run the real schedules scaled down.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    return raw not in ("0", "false", "no", "off")
+
+
+def env_floats(name: str, default: str) -> list[float]:
+    raw = os.environ.get(name, "").strip() or default
+    return [float(part) for part in raw.split(",") if part.strip()]
+
+
+# --- The persona's store -----------------------------------------------------
+
+STORE_DIR = Path(env_str("PENELOPE_STORE", "./store")).resolve()
+STORE_DIR.mkdir(parents=True, exist_ok=True)
+MEDIA_DIR = STORE_DIR / "media"
+PROFILE_DIR = STORE_DIR / "profile"
+KEY_FILE = STORE_DIR / "key"
+
+
+def _stored_key() -> str:
+    try:
+        return KEY_FILE.read_text().strip()
+    except OSError:
+        return ""
+
+
+# The bearer key and webhook signing key. `serve` generates one when neither
+# the environment nor the store has it.
+PENELOPE_KEY = env_str("PENELOPE_KEY") or _stored_key()
+
+# --- The worker ----------------------------------------------------------------
+
+PENELOPE_HOST = env_str("PENELOPE_HOST", "127.0.0.1")
+PENELOPE_PORT = env_int("PENELOPE_PORT", 5000)
+PENELOPE_BROWSER = env_str("PENELOPE_BROWSER")
+PENELOPE_PROXY = env_str("PENELOPE_PROXY")
+PENELOPE_HEADLESS = env_bool("PENELOPE_HEADLESS", True)
+PENELOPE_PLUGINS = [
+    name.strip()
+    for name in env_str("PENELOPE_PLUGINS", "plugins.web,plugins.demo").split(",")
+    if name.strip()
+]
+PENELOPE_DEMO = env_bool("PENELOPE_DEMO", True)
+
+MAX_PAGES = env_int("MAX_PAGES", 8)
+MAX_JOBS = env_int("MAX_JOBS", 1000)
+MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
+PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
+MAX_TTL_S = env_float("MAX_TTL_S", 600)
+WEBHOOK_ATTEMPTS_S = env_floats("WEBHOOK_ATTEMPTS_S", "0,60,300,600")
+WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
+MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
+MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)
+SWEEP_S = env_float("SWEEP_S", 60)
+PURGE_S = env_float("PURGE_S", 300)
+# The time limit of a plugin action that declares none of its own.
+ACTION_TIMEOUT_S = env_float("ACTION_TIMEOUT_S", 300)
+# How long request-log rows are kept.
+REQUEST_LOG_RETENTION_S = env_float("REQUEST_LOG_RETENTION_S", 7 * 24 * 3600)
+# Launching the browser and opening a tab, each bounded.
+BROWSER_LAUNCH_TIMEOUT_S = env_float("BROWSER_LAUNCH_TIMEOUT_S", 60)
+
+# --- Django ----------------------------------------------------------------------
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or ("penelope-" + (PENELOPE_KEY or "unset"))
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "browser",
+    "plugins",
+    "media_store",
+    "activity",
+    "jobs",
+    "worker",
+    "demo_site",
+]
+
+MIDDLEWARE = [
+    "activity.middleware.ApiGateMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "penelope_site.urls"
+ASGI_APPLICATION = "penelope_site.asgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": STORE_DIR / "penelope.db",
+        "OPTIONS": {
+            # WAL survives a process crash with every committed row; synchronous
+            # NORMAL may lose the last transactions on a power loss.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+
+# Bodies and headers have size limits: a plugin's parameters are small.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
+
+REST_FRAMEWORK = {"UNAUTHENTICATED_USER": None}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("PENELOPE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"level": "CRITICAL"}, "daphne": {"level": "WARNING"}},
+}

@@ -1,0 +1,40 @@
+"""Running an action on a claimed page: the one place that answers a plugin call.
+
+A plain call and a job both come here; the job only decides who waits for
+the outcome and where it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from browser.pages import Claim, registry
+from plugins.framework import Action, Context, Outcome, run_action
+
+# Detached tasks, kept referenced until they finish.
+_running: set[asyncio.Task] = set()
+
+
+def spawn(coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+    task = asyncio.get_running_loop().create_task(coro)
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return task
+
+
+async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx: Context | None = None) -> Outcome:
+    """Run the action on the claimed page and release the page, whatever happens."""
+    ctx = ctx or Context(page_id=claim.page.name)
+    try:
+        tab = await registry.ensure_tab(claim.page)
+        return await run_action(action, tab, params, ctx)
+    finally:
+        claim.page.release(claim)
+
+
+async def run_plain(claim: Claim, action: Action, params: dict[str, Any]) -> Outcome:
+    """A plain call: the action runs to its end even if the client goes away
+    (its answer is then lost), so the page is never left half-driven."""
+    return await asyncio.shield(spawn(run_claimed(claim, action, params)))

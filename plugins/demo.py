@@ -1,0 +1,143 @@
+"""The `demo` family: flows on the demo site this worker serves under /demo/.
+
+It drives the site through the browser the way a plugin for a real social
+site would (open a profile, scroll a following list), so a newcomer can try a
+minutes-long job with no internet. It knows the site only by its markup, not
+by its code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from playwright.async_api import Page
+from rest_framework import serializers
+
+from plugins.framework import Context, Family, PluginError
+
+family = Family("demo")
+
+HANDLE_PATTERN = r"^(?!\.+$)[a-z0-9_.]{1,30}$"
+# How long one scroll may take to bring new entries, beyond the page's delay.
+LOAD_WAIT_MS = 15_000
+# Hosts a server listens on that a browser cannot dial.
+WILDCARD_HOSTS = {"", "0.0.0.0", "::"}
+
+
+def demo_url(path: str = "") -> str:
+    """The address of a demo page on this worker, e.g. `demo_url("alice/")`."""
+    host = settings.PENELOPE_HOST
+    if host in WILDCARD_HOSTS:
+        host = "127.0.0.1"
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return f"http://{host}:{settings.PENELOPE_PORT}/demo/{path}"
+
+
+class HandleParams(serializers.Serializer):
+    handle = serializers.RegexField(
+        HANDLE_PATTERN,
+        max_length=30,
+        error_messages={"invalid": "A handle is 1 to 30 of a-z, 0-9, '_' and '.'."},
+    )
+
+
+class FollowingParams(HandleParams):
+    limit = serializers.IntegerField(min_value=1, max_value=10_000, default=50)
+    pause_ms = serializers.IntegerField(min_value=0, max_value=10_000, default=250)
+
+
+# Reads what kind of demo page is shown, and the following list if there is one.
+READ_PAGE_JS = """() => {
+    const body = document.body;
+    const list = document.getElementById("following");
+    return {
+        kind: (body && body.dataset.demoPage) || null,
+        handle: (body && body.dataset.handle) || null,
+        handles: list ? Array.from(list.querySelectorAll("li.following"), li => li.dataset.handle) : [],
+        total: list ? Number(list.dataset.total) : null,
+        complete: list ? list.dataset.complete === "true" : false,
+    };
+}"""
+
+# True once the list holds more than `count` entries, or has reached its end.
+MORE_ENTRIES_JS = """(count) => {
+    const list = document.getElementById("following");
+    return !list || list.dataset.complete === "true" || list.querySelectorAll("li.following").length > count;
+}"""
+
+
+async def open_demo_page(page: Page, path: str, *, handle: str, expected_kind: str) -> dict[str, Any]:
+    """Go to a demo page and answer what it shows; 404 for a missing account."""
+    if not settings.PENELOPE_DEMO:
+        raise PluginError(503, "The demo site is off on this worker (PENELOPE_DEMO=0).")
+    response = await page.goto(demo_url(path), wait_until="domcontentloaded")
+    shown = await page.evaluate(READ_PAGE_JS)
+    if shown["kind"] == "missing":
+        raise PluginError(404, f"Account {handle} does not exist.")
+    if shown["kind"] != expected_kind:
+        status = response.status if response else "nothing"
+        raise PluginError(502, f"The demo site answered {status} without the {expected_kind} page of {handle}.")
+    return shown
+
+
+@family.action("open-account", params=HandleParams)
+async def open_account(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """The profile of an account: `{handle, name, followers, following}`."""
+    handle = params["handle"]
+    await open_demo_page(page, f"{handle}/", handle=handle, expected_kind="profile")
+    profile = page.locator(".profile")
+    return {
+        "handle": handle,
+        "name": (await profile.locator(".name").inner_text()).strip(),
+        "followers": int(await profile.locator(".followers").get_attribute("data-count")),
+        "following": int(await profile.locator(".following").get_attribute("data-count")),
+    }
+
+
+def following_time_limit(params: dict[str, Any]) -> float:
+    # Each batch of ten costs the page's delay plus our pause (both pause_ms),
+    # with two seconds of slack for the browser.
+    batches = params["limit"] / 10
+    return 60 + batches * (2 * params["pause_ms"] / 1000 + 2)
+
+
+@family.action("get-following", params=FollowingParams, timeout_s=following_time_limit)
+async def get_following(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Scroll an account's following list like a person: to the bottom, wait
+    for the next entries, pause; until `limit` handles or the end of the list.
+    Answers `{handle, following: [handles], count, total}`."""
+    handle, limit, pause_ms = params["handle"], params["limit"], params["pause_ms"]
+    # The page waits pause_ms before each batch too, like a slow network.
+    shown = await open_demo_page(
+        page, f"{handle}/following/?delay_ms={pause_ms}", handle=handle, expected_kind="following"
+    )
+    while len(shown["handles"]) < limit and not shown["complete"]:
+        loaded = len(shown["handles"])
+        ctx.progress(loaded=loaded, limit=limit, total=shown["total"])
+        await page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+        await page.wait_for_function(MORE_ENTRIES_JS, arg=loaded, timeout=pause_ms + LOAD_WAIT_MS)
+        await page.wait_for_timeout(pause_ms)
+        shown = await page.evaluate(READ_PAGE_JS)
+    following = shown["handles"][:limit]
+    ctx.progress(loaded=len(shown["handles"]), limit=limit, total=shown["total"])
+    return {"handle": handle, "following": following, "count": len(following), "total": shown["total"]}
+
+
+@family.action("state")
+async def state(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """The family's state reader: which account the page shows, whether it is
+    the following list and how many entries it has loaded. Changes nothing."""
+    shown = await page.evaluate(READ_PAGE_JS)
+    kind = shown["kind"]
+    on_list = kind == "following"
+    return {
+        "url": page.url,
+        "view": kind,
+        "handle": shown["handle"] if kind in ("profile", "following") else None,
+        "on_following_list": on_list,
+        "loaded": len(shown["handles"]),
+        "total": shown["total"] if on_list else None,
+        "complete": shown["complete"],
+    }

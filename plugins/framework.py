@@ -1,0 +1,187 @@
+"""The plugin framework: families of named async actions with declared parameters.
+
+A family is a module that defines `family = Family("name")` and decorates its
+actions with `@family.action("name", params=SomeSerializer)`. An action is
+`async def action(page, params, ctx) -> dict`. Families are listed in
+`PENELOPE_PLUGINS`, so a user adds one without touching the project.
+
+`run_action` is the one code path that turns an action's run into an answer
+(status and body): a plain call and a job both use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+from rest_framework import serializers
+
+from penelope_site.api import ApiError, error_body
+
+log = logging.getLogger("penelope.plugins")
+
+
+class PluginError(ApiError):
+    """Raised by an action to answer a status and a sentence, e.g.
+    `raise PluginError(404, "Account ghost does not exist.")`."""
+
+
+ActionFn = Callable[[Page, dict[str, Any], "Context"], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Action:
+    family: str
+    name: str
+    run: ActionFn
+    params: type[serializers.Serializer] | None = None
+    # Seconds, or a function of the validated parameters (a long scroll needs longer).
+    timeout_s: float | Callable[[dict[str, Any]], float] | None = None
+
+    @property
+    def route(self) -> str:
+        return f"{self.family}/{self.name}"
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The validated parameters, or 400 naming the first bad field."""
+        if self.params is None:
+            return {}
+        serializer = self.params(data=data)
+        if not serializer.is_valid():
+            raise ApiError(400, describe_errors(serializer.errors))
+        return dict(serializer.validated_data)
+
+    def time_limit(self, params: dict[str, Any]) -> float:
+        if self.timeout_s is None:
+            return settings.ACTION_TIMEOUT_S
+        if callable(self.timeout_s):
+            return self.timeout_s(params)
+        return self.timeout_s
+
+
+def describe_errors(errors: Any) -> str:
+    field_name, messages = next(iter(errors.items()))
+    message = messages[0] if isinstance(messages, list) else messages
+    if isinstance(message, dict):  # a nested serializer
+        return describe_errors(message)
+    if field_name == "non_field_errors":
+        return f"Invalid parameters: {message}"
+    return f"Invalid parameter '{field_name}': {message}"
+
+
+class Family:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.actions: dict[str, Action] = {}
+
+    def action(
+        self,
+        name: str,
+        *,
+        params: type[serializers.Serializer] | None = None,
+        timeout_s: float | Callable[[dict[str, Any]], float] | None = None,
+    ) -> Callable[[ActionFn], ActionFn]:
+        def register(fn: ActionFn) -> ActionFn:
+            self.actions[name] = Action(self.name, name, fn, params, timeout_s)
+            return fn
+
+        return register
+
+
+@functools.cache
+def families() -> dict[str, Family]:
+    """The families named in PENELOPE_PLUGINS, by family name."""
+    loaded: dict[str, Family] = {}
+    for path in settings.PENELOPE_PLUGINS:
+        module = importlib.import_module(path)
+        family = getattr(module, "family", None)
+        if not isinstance(family, Family):
+            raise RuntimeError(f"Plugin module {path} defines no `family = Family(...)`.")
+        loaded[family.name] = family
+    return loaded
+
+
+def find_action(family: str, action: str) -> Action | None:
+    found = families().get(family)
+    return found.actions.get(action) if found else None
+
+
+@dataclass
+class Context:
+    """What an action gets besides its page and parameters."""
+
+    page_id: str
+    log: logging.Logger = log
+    # Tokens of the media files this run stored, so a job can hold them.
+    media_tokens: list[str] = field(default_factory=list)
+    progress_note: dict[str, Any] = field(default_factory=dict)
+
+    async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
+        """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
+        from media_store import store
+
+        item = await sync_to_async(store.put)(data, content_type=content_type, filename=filename)
+        self.media_tokens.append(item.token)
+        return item.link()
+
+    def progress(self, **note: Any) -> None:
+        """Note how far the action got (logged; shown in the page's state)."""
+        self.progress_note = note
+        self.log.debug("%s progress %s", self.page_id, note)
+
+
+@dataclass
+class Outcome:
+    """An action's answer: the status and body of the plain call."""
+
+    status: int
+    body: dict[str, Any]
+    started_at: float
+    duration_s: float
+
+
+async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> Outcome:
+    started_at = time.time()
+    began = time.monotonic()
+    status, body = await _answer(action, page, params, ctx)
+    return Outcome(status, body, started_at, time.monotonic() - began)
+
+
+async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> tuple[int, dict[str, Any]]:
+    page_id = ctx.page_id
+    limit = action.time_limit(params)
+    try:
+        result = await asyncio.wait_for(action.run(page, params, ctx), limit)
+    except ApiError as error:
+        return error.status, error_body(error.message, page_id)
+    except (TimeoutError, PlaywrightTimeoutError) as error:
+        if isinstance(error, PlaywrightTimeoutError):
+            message = f"{action.route} timed out on the page: {first_line(error.message)}"
+        else:
+            message = f"{action.route} ran past its time limit of {limit:g} s."
+        return 408, error_body(message, page_id)
+    except PlaywrightError as error:
+        log.warning("%s on page %s failed: %s", action.route, page_id, error.message)
+        return 502, error_body(f"{action.route} failed in the browser: {first_line(error.message)}", page_id)
+    except Exception:
+        log.exception("%s on page %s raised", action.route, page_id)
+        return 500, error_body(f"{action.route} failed with an unexpected error; the details are in the worker's log.", page_id)
+    if not isinstance(result, dict):
+        log.error("%s returned %r instead of a dict", action.route, type(result))
+        return 500, error_body(f"{action.route} returned no result object.", page_id)
+    return 200, {"success": True, "page_id": page_id, **result}
+
+
+def first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:300] if (text or "").strip() else "no detail"

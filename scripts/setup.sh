@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepare this checkout to run the worker: a virtual environment with the
+# pinned requirements and a Chromium (Playwright's own where it can be
+# downloaded, else the distribution's `chromium` package).
+# Usage: scripts/setup.sh [base|dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+requirements="requirements/${1:-base}.txt"
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$requirements"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+has_playwright_chromium() {
+  .venv/bin/python - <<'PY'
+import os, sys
+from playwright.sync_api import sync_playwright
+with sync_playwright() as p:
+    sys.exit(0 if os.access(p.chromium.executable_path, os.X_OK) else 1)
+PY
+}
+
+has_system_chromium() {
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+    || command -v google-chrome >/dev/null || command -v google-chrome-stable >/dev/null
+}
+
+if [ -n "${PENELOPE_BROWSER:-}" ] || has_playwright_chromium; then
+  exit 0
+fi
+if timeout 600 .venv/bin/playwright install chromium >/tmp/penelope-playwright-install.log 2>&1; then
+  # Playwright's Chromium needs the system libraries it links against.
+  as_root .venv/bin/playwright install-deps chromium >/dev/null 2>&1 || true
+  exit 0
+fi
+if ! has_system_chromium; then
+  echo "Playwright's Chromium could not be downloaded; installing the distribution's chromium package."
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi

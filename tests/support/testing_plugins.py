@@ -1,0 +1,60 @@
+"""A plugin family for the tests, loaded through PENELOPE_PLUGINS like any
+user's family."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from playwright.async_api import Page
+from rest_framework import serializers
+
+from plugins.framework import Context, Family, PluginError
+
+family = Family("testing")
+
+
+class SleepParams(serializers.Serializer):
+    seconds = serializers.FloatField(min_value=0, max_value=600)
+    tag = serializers.CharField(required=False, default="")
+
+
+@family.action("sleep", params=SleepParams)
+async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Hold the page for a while: a stand-in for a long plugin."""
+    started = time.time()
+    await asyncio.sleep(params["seconds"])
+    return {"tag": params["tag"], "started": started, "ended": time.time()}
+
+
+@family.action("crash")
+async def crash(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    raise RuntimeError("the testing plugin crashed on purpose")
+
+
+@family.action("refuse")
+async def refuse(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    raise PluginError(418, "The testing plugin refuses.")
+
+
+@family.action("overrun", timeout_s=0.3)
+async def overrun(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    await asyncio.sleep(30)
+    return {}
+
+
+@family.action("close-tab")
+async def close_tab(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    await page.close()
+    return {}
+
+
+class MediaParams(serializers.Serializer):
+    size = serializers.IntegerField(min_value=0, max_value=50_000_000)
+
+
+@family.action("media", params=MediaParams)
+async def media(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    data = bytes(i % 251 for i in range(params["size"]))
+    return {"media": await ctx.put_media(data, content_type="application/octet-stream", filename="blob.bin")}

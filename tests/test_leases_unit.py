@@ -1,0 +1,105 @@
+"""Lease rules on a page, without a browser: expiry and renewal."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from browser.pages import ManagedPage
+from penelope_site.api import ApiError
+
+
+def page() -> ManagedPage:
+    return ManagedPage("main", tab=None)
+
+
+def test_a_leased_page_refuses_calls_without_or_with_another_lease():
+    managed = page()
+    lease = managed.take_lease(60, None)
+    for given in (None, "", "someone-else"):
+        with pytest.raises(ApiError) as refused:
+            managed.check_lease(given)
+        assert refused.value.status == 423
+    assert managed.check_lease(lease.id) is lease
+
+
+def test_an_unknown_lease_on_a_free_page_is_refused():
+    with pytest.raises(ApiError) as refused:
+        page().check_lease("never-issued")
+    assert refused.value.status == 423
+
+
+def test_a_second_client_cannot_take_a_held_lease_but_the_holder_renews_it():
+    managed = page()
+    lease = managed.take_lease(60, None)
+    with pytest.raises(ApiError):
+        managed.take_lease(60, None)
+    assert managed.take_lease(5, lease.id) is lease
+    assert lease.ttl == 5
+
+
+async def test_a_lease_never_expires_under_a_call_and_restarts_its_ttl_when_the_call_ends():
+    managed = page()
+    lease = managed.take_lease(0.05, None)
+    claim = await managed.acquire(lease.id, 1)
+    lease.expires_at = time.monotonic() - 10  # its TTL ran out long ago
+    assert managed.current_lease() is lease  # but a call under it runs
+    managed.release(claim)
+    assert managed.current_lease() is lease
+    assert lease.expires_in(time.monotonic()) > 0.04
+    lease.expires_at = time.monotonic() - 0.001
+    assert managed.current_lease() is None
+
+
+async def test_waiters_are_served_in_arrival_order_and_time_out_with_409():
+    managed = page()
+    first = await managed.acquire(None, 1)
+    order: list[int] = []
+
+    async def wait_turn(number: int, wait_s: float):
+        claim = await managed.acquire(None, wait_s)
+        order.append(number)
+        managed.release(claim)
+
+    waiters = [asyncio.create_task(wait_turn(n, 5)) for n in range(5)]
+    late = asyncio.create_task(managed.acquire(None, 0.05))
+    with pytest.raises(ApiError) as busy:
+        await late
+    assert busy.value.status == 409 and busy.value.message == "Page main is busy."
+    managed.release(first)
+    await asyncio.gather(*waiters)
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_a_cancelled_waiter_gives_its_turn_up():
+    managed = page()
+    first = await managed.acquire(None, 1)
+    gone = asyncio.create_task(managed.acquire(None, 5))
+    staying = asyncio.create_task(managed.acquire(None, 5))
+    await asyncio.sleep(0)
+    assert managed.waiting == 2
+    gone.cancel()
+    await asyncio.gather(gone, return_exceptions=True)
+    assert managed.waiting == 1
+    managed.release(first)
+    claim = await staying
+    assert managed.busy
+    managed.release(claim)
+    assert not managed.busy
+
+
+async def test_a_job_claims_only_an_idle_page():
+    managed = page()
+    claim = await managed.try_acquire(None, "job1")
+    with pytest.raises(ApiError) as refused:
+        await managed.try_acquire(None, "job2")
+    assert refused.value.status == 409
+    assert refused.value.message == "Page main already runs job job1."
+    managed.release(claim)
+    plain = await managed.acquire(None, 1)
+    with pytest.raises(ApiError) as refused:
+        await managed.try_acquire(None, "job3")
+    assert "not idle" in refused.value.message
+    managed.release(plain)
