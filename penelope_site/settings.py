@@ -87,6 +87,10 @@ PURGE_S = env_float("PURGE_S", 300)
 ACTION_TIMEOUT_S = env_float("ACTION_TIMEOUT_S", 300)
 # How long request-log rows are kept.
 REQUEST_LOG_RETENTION_S = env_float("REQUEST_LOG_RETENTION_S", 7 * 24 * 3600)
+# The request log: on by default; rows are buffered in memory and written in
+# bulk every REQUEST_LOG_FLUSH_S, so logging adds no database write to a request.
+REQUEST_LOG = env_bool("REQUEST_LOG", True)
+REQUEST_LOG_FLUSH_S = env_float("REQUEST_LOG_FLUSH_S", 0.5)
 # Launching the browser and opening a tab, each bounded.
 BROWSER_LAUNCH_TIMEOUT_S = env_float("BROWSER_LAUNCH_TIMEOUT_S", 60)
 

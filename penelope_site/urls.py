@@ -8,6 +8,7 @@ from django.urls import include, path
 
 from activity import views as activity_views
 from browser import views as browser_views
+from jobs import views as job_views
 from media_store import views as media_views
 from penelope_site.api import API_PREFIX, ApiError, error_response, internal_error
 from plugins import views as plugin_views
@@ -19,6 +20,7 @@ urlpatterns = [
     path(api + "activity", activity_views.activity, name="activity"),
     path(api + "pages", browser_views.pages, name="pages"),
     path(api + "media/<str:token>", media_views.download, name="media"),
+    path(api + "jobs/<str:job_id>", job_views.poll, name="job"),
     path(api + "<str:page_id>", browser_views.page_detail, name="page"),
     path(api + "<str:page_id>/lease", browser_views.lease, name="lease"),
     path(api + "<str:page_id>/plugin/<str:family>/<str:action>", plugin_views.plugin_call, name="plugin"),

@@ -41,6 +41,10 @@ class Runtime:
         self.browser = Browser()
         self.loops: list[Loop] = []
         self.startup_steps: list[Callable[[], Awaitable[object]]] = []
+        # Long-running coroutines (e.g. the webhook deliverer), started after the browser.
+        self.services: list[Callable[[], Awaitable[object]]] = []
+        # Run first at a stop, while the browser is still open.
+        self.shutdown_steps: list[Callable[[], Awaitable[object]]] = []
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -48,9 +52,16 @@ class Runtime:
             await step()
         first_tab = await self.browser.start()
         registry.attach(self.browser, first_tab)
-        self._tasks = [asyncio.get_running_loop().create_task(loop.run(), name=loop.name) for loop in self.loops]
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(each.run(), name=each.name) for each in self.loops]
+        self._tasks += [loop.create_task(service()) for service in self.services]
 
     async def stop(self) -> None:
+        for step in self.shutdown_steps:
+            try:
+                await step()
+            except Exception:
+                log.exception("a shutdown step failed")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

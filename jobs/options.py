@@ -1,0 +1,67 @@
+"""The job headers of a plugin call: `X-Callback-Url` or `X-Result-Ttl`, never both."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from penelope_site.api import ApiError
+
+CALLBACK_HEADER = "X-Callback-Url"
+TTL_HEADER = "X-Result-Ttl"
+MAX_CALLBACK_LENGTH = 2048
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    ttl: float | None = None  # polling: seconds the result is held after the end
+    callback: str | None = None  # webhook: where the result is POSTed
+
+    @property
+    def mode(self) -> str:
+        return "webhook" if self.callback else "poll"
+
+
+def parse_options(request: HttpRequest) -> JobOptions | None:
+    """The job a request asks for, None for a plain call, or 400 for a bad or
+    doubled header. A repeated header arrives joined with commas and is bad."""
+    callback = request.headers.get(CALLBACK_HEADER)
+    ttl = request.headers.get(TTL_HEADER)
+    if callback is not None and ttl is not None:
+        raise ApiError(400, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
+    if ttl is not None:
+        return JobOptions(ttl=parse_ttl(ttl))
+    if callback is not None:
+        return JobOptions(callback=parse_callback(callback))
+    return None
+
+
+def parse_ttl(raw: str) -> float:
+    try:
+        ttl = float(raw.strip())
+    except ValueError:
+        ttl = math.nan
+    if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
+        raise ApiError(
+            400, f"{TTL_HEADER} must be a number of seconds, more than 0 and at most {settings.MAX_TTL_S:g}."
+        )
+    return ttl
+
+
+def parse_callback(raw: str) -> str:
+    url = raw.strip()
+    bad = ApiError(400, f"{CALLBACK_HEADER} must be an absolute http or https URL with a host.")
+    if not url or len(url) > MAX_CALLBACK_LENGTH or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise bad
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise bad from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise bad
+    return url

@@ -1,0 +1,236 @@
+"""The job service: submit, run, poll, recover and sweep.
+
+Sync functions hold the database work (each transaction is one function);
+the async ones run on the worker's event loop and call them through
+`sync_to_async`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+
+from browser.pages import Claim, ManagedPage
+from jobs.models import Job
+from jobs.options import JobOptions, parse_options
+from media_store import store as media
+from penelope_site.api import ApiError, error_body, json_response
+from plugins.calls import run_claimed, spawn
+from plugins.framework import Action, Context, Outcome
+
+log = logging.getLogger("penelope.jobs")
+
+INTERRUPTED_ERROR = "job interrupted: the worker stopped before it ended"
+
+# Jobs running on this worker's loop, by id, so a stop can cancel them.
+running_tasks: dict[str, asyncio.Task] = {}
+# Called when a webhook job ends, to wake the deliverer (set by the runtime).
+on_webhook_ready: list = []
+
+
+def new_job_id() -> str:
+    return secrets.token_hex(8)
+
+
+# --- starting ------------------------------------------------------------------
+
+
+def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions) -> Job:
+    """Insert the running job, or 503 when MAX_JOBS are held."""
+    with transaction.atomic():
+        if Job.objects.count() >= settings.MAX_JOBS:
+            raise ApiError(
+                503,
+                f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
+                "try again when some have ended and been read or delivered.",
+                page_id,
+            )
+        return Job.objects.create(
+            id=job_id,
+            page_id=page_id,
+            plugin=plugin,
+            params=json.loads(json.dumps(params, default=str)),
+            mode=options.mode,
+            ttl=options.ttl,
+            callback=options.callback,
+            started_at=time.time(),
+        )
+
+
+async def submit(
+    *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
+) -> HttpResponse:
+    """Claim the idle page for a job (409 at once otherwise), store it, start
+    it in the background and answer 202."""
+    job_id = new_job_id()
+    claim = await page.try_acquire(lease_id, job_id)
+    try:
+        await sync_to_async(create_job)(
+            job_id=job_id, page_id=page.name, plugin=action.route, params=params, options=options
+        )
+    except BaseException:
+        page.release(claim)
+        raise
+    task = spawn(run_job(job_id, claim, action, params))
+    running_tasks[job_id] = task
+    task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
+    return json_response(
+        {
+            "success": True,
+            "page_id": page.name,
+            "job_id": job_id,
+            "status_url": f"/api/v1/jobs/{job_id}",
+            "ttl": options.ttl,
+            "callback": options.callback,
+        },
+        202,
+    )
+
+
+async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any]) -> None:
+    """Run the plugin exactly as a plain call would, then keep its answer.
+
+    A worker that stops cancels this task; the job stays `running` in the
+    store and the next start marks it interrupted.
+    """
+    ctx = Context(page_id=claim.page.name)
+    try:
+        outcome = await run_claimed(claim, action, params, ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("job %s could not run", job_id)
+        outcome = Outcome(500, error_body("The job could not run; the details are in the worker's log.", claim.page.name), time.time(), 0)
+    job = await sync_to_async(finish_job)(job_id, outcome, ctx.media_tokens)
+    if job.mode == Job.Mode.WEBHOOK:
+        for wake in on_webhook_ready:
+            wake()
+
+
+def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job:
+    with transaction.atomic():
+        job = Job.objects.get(id=job_id)
+        job.finish(
+            state=Job.State.DONE,
+            status=outcome.status,
+            result=outcome.body,
+            finished_at=time.time(),
+            media_tokens=media_tokens,
+        )
+        hold_media(job)
+    return job
+
+
+def hold_media(job: Job) -> None:
+    if job.media_tokens:
+        media.hold(job.media_tokens, holder=job.id, until=job.expires_at)
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+def job_body(job: Job, now: float) -> dict[str, Any]:
+    """The job as a poll (and the webhook) shows it."""
+    delivery = None
+    if job.mode == Job.Mode.WEBHOOK:
+        delivery = {"attempts": job.attempts, "delivered": False, "error": job.last_error}
+    return {
+        "success": True,
+        "page_id": job.page_id,
+        "job_id": job.id,
+        "state": job.state,
+        "plugin": job.plugin,
+        "started_at": round(job.started_at, 3),
+        "finished_at": round(job.finished_at, 3) if job.finished_at is not None else None,
+        "expires_in": round(max(0.0, job.expires_at - now), 3) if job.ended else None,
+        "status": job.status,
+        "result": job.result,
+        "callback": job.callback,
+        "delivery": delivery,
+    }
+
+
+def find_live_job(job_id: str, now: float) -> Job | None:
+    job = Job.objects.filter(id=job_id).first()
+    if job is None or (job.ended and job.expires_at <= now):
+        return None
+    return job
+
+
+# --- counts for the waker ------------------------------------------------------------
+
+
+def counts() -> tuple[int, int]:
+    """(jobs running, webhook jobs waiting for delivery)."""
+    return Job.objects.running().count(), Job.objects.webhooks_pending().count()
+
+
+# --- recovery and sweeps ------------------------------------------------------------
+
+
+def recover(now: float | None = None) -> dict[str, int]:
+    """At start, before requests: every running job becomes interrupted and
+    ended now; jobs past their deadline go without a last try."""
+    now = now or time.time()
+    with transaction.atomic():
+        interrupted = 0
+        for job in Job.objects.running():
+            job.finish(
+                state=Job.State.INTERRUPTED,
+                status=503,
+                result=error_body(INTERRUPTED_ERROR, job.page_id),
+                finished_at=now,
+                media_tokens=[],
+            )
+            hold_media(job)
+            interrupted += 1
+        expired = discard(Job.objects.expired(now))
+    if interrupted or expired:
+        log.info("recovery: %d jobs interrupted, %d past their deadline deleted", interrupted, expired)
+    return {"interrupted": interrupted, "expired": expired}
+
+
+def discard(jobs) -> int:
+    """Delete jobs and their media now."""
+    ids = list(jobs.values_list("id", flat=True))
+    for job_id in ids:
+        media.drop(job_id)
+    Job.objects.filter(id__in=ids).delete()
+    return len(ids)
+
+
+def sweep(now: float | None = None) -> dict[str, int]:
+    """Delete expired jobs and finished media files."""
+    now = now or time.time()
+    with transaction.atomic():
+        jobs = discard(Job.objects.expired(now))
+    files = media.sweep(now)
+    return {"jobs": jobs, "files": files}
+
+
+# --- the hook the plugin route calls ---------------------------------------------
+
+
+class JobHook:
+    def options(self, request: HttpRequest) -> JobOptions | None:
+        return parse_options(request)
+
+    async def submit(self, **kwargs: Any) -> HttpResponse:
+        return await submit(**kwargs)
+
+
+async def cancel_running() -> None:
+    """On stop: cancel the jobs in hand; they stay `running` for recovery."""
+    tasks = list(running_tasks.values())
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
