@@ -33,6 +33,7 @@ log = logging.getLogger("penelope.webhooks")
 # mid-attempt leaves the slot to be sent again after it (at least once).
 CLAIM_MARGIN_S = 5
 USER_AGENT = "Penelope-Webhook/1"
+MAX_ANSWER_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,15 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
     error: str | None = None
     try:
         async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
-            # Only the status matters: the answer's body is never read.
             async with client.stream("POST", attempt.url, content=attempt.body, headers=headers) as response:
                 status_code = response.status_code
+                # The answer must arrive whole (a connection dropped mid-answer
+                # is a network error), but a huge one is not read to its end.
+                answer_bytes = 0
+                async for chunk in response.aiter_raw():
+                    answer_bytes += len(chunk)
+                    if answer_bytes >= MAX_ANSWER_READ:
+                        break
         outcome = classify(status_code)
         if outcome != DeliveryAttempt.Outcome.DELIVERED:
             error = f"the receiver answered HTTP {status_code}"

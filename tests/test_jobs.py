@@ -1,0 +1,442 @@
+"""Async jobs against a real worker, a real webhook receiver and the worker's
+SQLite file, with the webhook schedule scaled down to fractions of a second."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import worker_env
+from tests.support.receiver import Receiver
+from tests.support.worker import WorkerProcess, wait_until
+
+OFFSETS = [0.0, 0.5, 1.0, 1.5]
+JOB_ENV = {
+    "WEBHOOK_ATTEMPTS_S": ",".join(str(o) for o in OFFSETS),
+    "WEBHOOK_TIMEOUT_S": "0.5",
+    "MEDIA_AFTER_DELIVERY_S": "1",
+    "SWEEP_S": "0.2",
+    "MAX_PAGES": "4",
+}
+ACCEPTED_KEYS = {"success", "page_id", "job_id", "status_url", "ttl", "callback"}
+JOB_KEYS = {
+    "success", "page_id", "job_id", "state", "plugin", "started_at", "finished_at",
+    "expires_in", "status", "result", "callback", "delivery",
+}
+
+
+def verify(body: bytes, signature: str, key: str) -> bool:
+    """The guide's receiver check, as a client would write it."""
+    expected = "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, signature)
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(**JOB_ENV)).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    with Receiver(hang_s=2) as running:
+        yield running
+
+
+def rows(worker: WorkerProcess, sql: str, *args) -> list[tuple]:
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        return db.execute(sql, args).fetchall()
+
+
+def job_count(worker: WorkerProcess) -> int:
+    return rows(worker, "select count(*) from jobs_job")[0][0]
+
+
+def start(api: httpx.Client, action: str, params: dict | None = None, *, page: str = "main", ttl=None, callback=None, headers=None):
+    job_headers = dict(headers or {})
+    if ttl is not None:
+        job_headers["X-Result-Ttl"] = str(ttl)
+    if callback is not None:
+        job_headers["X-Callback-Url"] = callback
+    return api.post(f"/{page}/plugin/{action}", json=params or {}, headers=job_headers)
+
+
+def started(api, action, params=None, **kwargs) -> str:
+    response = start(api, action, params, **kwargs)
+    assert response.status_code == 202, response.text
+    return response.json()["job_id"]
+
+
+def ended(api: httpx.Client, job_id: str, timeout: float = 20) -> dict:
+    def poll():
+        body = api.get(f"/jobs/{job_id}").json()
+        return body if body.get("state") in ("done", "interrupted") else None
+
+    return wait_until(poll, timeout=timeout, what=f"job {job_id} to end")
+
+
+def page_idle(api: httpx.Client, page: str = "main") -> None:
+    wait_until(lambda: not api.get(f"/{page}").json()["busy"], timeout=20, what=f"page {page} to be idle")
+
+
+# --- starting -----------------------------------------------------------------------
+
+
+def test_a_polling_job_answers_202_then_running_then_done(api):
+    response = start(api, "testing/sleep", {"seconds": 0.5, "tag": "t"}, ttl=60)
+    assert response.status_code == 202
+    accepted = response.json()
+    assert set(accepted) == ACCEPTED_KEYS
+    job_id = accepted["job_id"]
+    assert len(job_id) == 16 and int(job_id, 16) >= 0
+    assert accepted == {
+        "success": True, "page_id": "main", "job_id": job_id,
+        "status_url": f"/api/v1/jobs/{job_id}", "ttl": 60.0, "callback": None,
+    }
+    running = api.get(accepted["status_url"].removeprefix("/api/v1")).json()
+    assert set(running) == JOB_KEYS
+    assert running["state"] == "running" and running["plugin"] == "testing/sleep"
+    assert running["finished_at"] is None and running["expires_in"] is None
+    assert running["status"] is None and running["result"] is None
+    assert running["callback"] is None and running["delivery"] is None
+    done = ended(api, job_id)
+    assert set(done) == JOB_KEYS
+    assert done["status"] == 200 and done["result"]["success"] is True and done["result"]["tag"] == "t"
+    assert done["finished_at"] >= done["started_at"]
+    assert 0 < done["expires_in"] <= 60
+    again = api.get(f"/jobs/{job_id}").json()
+    assert again["result"] == done["result"] and again["expires_in"] <= done["expires_in"]
+
+
+def test_a_webhook_job_answers_202_with_its_callback(api, receiver):
+    url = receiver.url + "/200/accepted"
+    response = start(api, "web/state", callback=url)
+    assert response.status_code == 202
+    assert response.json()["ttl"] is None and response.json()["callback"] == url
+    wait_until(lambda: receiver.received("/200/accepted"), what="the webhook")
+
+
+def test_status_and_result_are_exactly_the_plain_calls(api, site):
+    api.get("/main/plugin/web/open", params={"url": site.url + "/index.html"})
+    cases = [
+        ("web/state", {}),
+        ("web/text", {"selector": "#heading"}),
+        ("web/text", {"selector": "#missing"}),  # 404 from the action
+        ("testing/refuse", {}),  # the framework error
+        ("testing/crash", {}),  # 500
+        ("testing/overrun", {}),  # 408
+    ]
+    for action, params in cases:
+        plain = api.post(f"/main/plugin/{action}", json=params)
+        job = ended(api, started(api, action, params, ttl=60))
+        assert (job["status"], job["result"]) == (plain.status_code, plain.json()), action
+
+
+def test_get_parameters_work_for_jobs_too(api):
+    response = api.get("/main/plugin/testing/sleep", params={"seconds": "0", "tag": "q"}, headers={"X-Result-Ttl": "30"})
+    assert response.status_code == 202
+    assert ended(api, response.json()["job_id"])["result"]["tag"] == "q"
+
+
+# --- bad headers start nothing ------------------------------------------------------
+
+
+@pytest.mark.parametrize("ttl", ["0", "-1", "601", "abc", "1e309", "nan", "inf", "", "60,60", "0x10"])
+def test_a_bad_ttl_answers_400_and_starts_nothing(api, worker, ttl):
+    before = job_count(worker)
+    response = api.post("/main/plugin/web/state", headers={"X-Result-Ttl": ttl})
+    assert response.status_code == 400, response.text
+    assert "X-Result-Ttl" in response.json()["error"]
+    assert job_count(worker) == before and not api.get("/main").json()["busy"]
+
+
+def test_a_decimal_ttl_is_taken(api):
+    response = start(api, "web/state", ttl="0.75")
+    assert response.status_code == 202 and response.json()["ttl"] == 0.75
+
+
+@pytest.mark.parametrize(
+    "callback",
+    ["/relative", "ftp://example.com/x", "javascript:alert(1)", "http://", "https:///path", "http://exa mple.com/",
+     "http://example.com/" + "a" * 10_000, "example.com/hook", "http://example.com:99999/", ""],
+)
+def test_a_bad_callback_answers_400_and_starts_nothing(api, worker, callback):
+    before = job_count(worker)
+    response = api.post("/main/plugin/web/state", headers={"X-Callback-Url": callback})
+    assert response.status_code == 400, response.text
+    assert job_count(worker) == before
+
+
+def test_both_headers_answer_400(api, worker, receiver):
+    before = job_count(worker)
+    response = start(api, "web/state", ttl=60, callback=receiver.url + "/200/both")
+    assert response.status_code == 400 and "not both" in response.json()["error"]
+    assert job_count(worker) == before
+
+
+def test_plain_checks_run_first_and_start_nothing(api, worker):
+    before = job_count(worker)
+    headers = {"X-Result-Ttl": "60"}
+    assert httpx.post(worker.base_url + "/api/v1/main/plugin/web/state", headers=headers).status_code == 401
+    assert api.post("/main/plugin/web/open", json={}, headers=headers).status_code == 400
+    bad_json = {**headers, "Content-Type": "application/json"}
+    assert api.post("/main/plugin/web/open", content=b"{", headers=bad_json).status_code == 422
+    assert api.post("/nowhere/plugin/web/state", headers=headers).status_code == 404
+    assert api.post("/main/plugin/web/nope", headers=headers).status_code == 404
+    lease = api.post("/main/lease", json={"ttl": 30}).json()["lease"]
+    try:
+        assert api.post("/main/plugin/web/state", headers=headers).status_code == 423
+        assert api.post("/main/plugin/web/state", headers={**headers, "X-Lease": "wrong"}).status_code == 423
+    finally:
+        api.delete("/main/lease", headers={"X-Lease": lease})
+    assert job_count(worker) == before
+
+
+def test_jobs_are_only_for_plugin_routes(api, worker):
+    before = job_count(worker)
+    assert api.post("/main/primitive/content", headers={"X-Result-Ttl": "60"}).status_code == 400
+    assert api.get("/pages", headers={"X-Result-Ttl": "60"}).status_code == 200
+    assert job_count(worker) == before
+
+
+# --- one job per page ------------------------------------------------------------
+
+
+def test_one_job_per_page_and_others_wait_for_it(api, worker):
+    page_idle(api)
+    job_id = started(api, "testing/sleep", {"seconds": 1}, ttl=60)
+    before = job_count(worker)
+    refused = start(api, "web/state", ttl=60)
+    assert refused.status_code == 409
+    assert refused.json() == {"success": False, "error": f"Page main already runs job {job_id}.", "page_id": "main"}
+    assert job_count(worker) == before
+    # A plain call waits for the job like for any busy page (PAGE_WAIT_S is 2).
+    assert api.get("/main").json()["job_id"] == job_id
+    assert api.get("/main/plugin/web/state").status_code == 200
+    assert ended(api, job_id)["status"] == 200
+
+
+def test_a_job_is_refused_at_once_while_a_plain_call_runs(worker):
+    import threading
+
+    with worker.client() as api:
+        page_idle(api)
+        plain = threading.Thread(target=lambda: api.get("/main/plugin/testing/sleep", params={"seconds": 1}))
+        plain.start()
+        wait_until(lambda: api.get("/main").json()["busy"], what="the plain call to hold the page")
+        refused = start(api, "web/state", ttl=60)
+        plain.join()
+    assert refused.status_code == 409 and "not idle" in refused.json()["error"]
+
+
+def test_a_caller_waits_at_most_page_wait_s_for_a_job(api):
+    page_idle(api)
+    job_id = started(api, "testing/sleep", {"seconds": 3}, ttl=60)
+    response = api.get("/main/plugin/web/state")
+    assert response.status_code == 409 and response.json()["error"] == f"Page main is busy: job {job_id} runs on it."
+    ended(api, job_id)
+
+
+def test_jobs_on_several_pages_run_at_once(api):
+    page_idle(api)
+    api.post("/pages", json={"page_id": "second"})
+    try:
+        first = started(api, "testing/sleep", {"seconds": 0.5}, ttl=60)
+        second = started(api, "testing/sleep", {"seconds": 0.5}, ttl=60, page="second")
+        a, b = ended(api, first)["result"], ended(api, second)["result"]
+        assert a["started"] < b["ended"] and b["started"] < a["ended"]  # they overlapped
+    finally:
+        page_idle(api, "second")
+        api.delete("/second")
+
+
+def test_past_max_jobs_answers_503(make_worker):
+    worker = make_worker(env={**JOB_ENV, "MAX_JOBS": "3"})
+    with worker.client() as api:
+        for _ in range(3):
+            ended(api, started(api, "web/state", ttl=60))
+        response = start(api, "web/state", ttl=60)
+        assert response.status_code == 503 and "MAX_JOBS" in response.json()["error"]
+        assert not api.get("/main").json()["busy"]
+        assert job_count(worker) == 3
+
+
+# --- polling expiry ----------------------------------------------------------------------
+
+
+def test_a_polled_result_expires_after_its_ttl(api, worker):
+    job_id = started(api, "web/state", ttl=0.5)
+    ended(api, job_id)
+    wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, timeout=5, what="the result to expire")
+    body = api.get(f"/jobs/{job_id}").json()
+    assert body["success"] is False and body["page_id"] is None
+    wait_until(lambda: not rows(worker, "select 1 from jobs_job where id = ?", job_id), what="the sweep")
+
+
+@pytest.mark.parametrize("job_id", ["0000000000000000", "nope", "..%2F..%2Fetc%2Fpasswd", "'; drop table jobs_job; --", "A" * 16])
+def test_unknown_or_malformed_job_ids_answer_404(api, job_id):
+    response = api.get(f"/jobs/{job_id}")
+    assert response.status_code == 404 and response.json()["success"] is False
+
+
+# --- webhooks --------------------------------------------------------------------------
+
+
+def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, receiver):
+    url = receiver.url + "/200/signed"
+    job_id = started(api, "testing/sleep", {"seconds": 0.1, "tag": "hook"}, callback=url)
+    wait_until(lambda: receiver.received("/200/signed"), what="the webhook")
+    [hit] = receiver.received("/200/signed")
+    assert hit.headers["Content-Type"] == "application/json"
+    assert hit.headers["X-Penelope-Job"] == job_id
+    assert hit.headers["X-Penelope-Attempt"] == "1"
+    assert verify(hit.body, hit.headers["X-Penelope-Signature"], worker.key)
+    assert not verify(hit.body + b" ", hit.headers["X-Penelope-Signature"], worker.key)
+    body = json.loads(hit.body)
+    assert set(body) == JOB_KEYS
+    assert body["job_id"] == job_id and body["state"] == "done" and body["status"] == 200
+    assert body["result"]["tag"] == "hook" and body["callback"] == url
+    assert body["delivery"] == {"attempts": 1, "delivered": False, "error": None}
+    assert body["expires_in"] > 0
+    wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the delivered job to go")
+    assert rows(worker, "select number, outcome, status_code from jobs_deliveryattempt where job_id = ?", job_id) == [
+        (1, "delivered", 200)
+    ]
+
+
+def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[str]) -> tuple[str, list]:
+    """Start a webhook job on a receiver path and wait for all its attempts."""
+    path = f"/{scenario}/{time.monotonic_ns()}"
+    page_idle(api)
+    job_id = started(api, "web/state", callback=receiver.url + path)
+    wait_until(
+        lambda: len(rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id)) == len(expected_outcomes),
+        timeout=20, what=f"{len(expected_outcomes)} attempts",
+    )
+    outcomes = [o for (o,) in rows(worker, "select outcome from jobs_deliveryattempt where job_id = ? order by number", job_id)]
+    assert outcomes == expected_outcomes
+    return job_id, receiver.received(path)
+
+
+@pytest.mark.parametrize(
+    "scenario, outcomes",
+    [
+        ("500,503,200", ["retry", "retry", "delivered"]),
+        ("429,200", ["retry", "delivered"]),
+        ("500", ["retry", "retry", "retry", "gave_up"]),
+        ("slow", ["delivered"]),
+        ("hang,200", ["retry", "delivered"]),
+        ("reset,200", ["retry", "delivered"]),
+        ("huge", ["delivered"]),
+    ],
+)
+def test_the_attempt_schedule_and_each_class_of_answer(api, worker, receiver, scenario, outcomes):
+    job_id, hits = attempts_to(worker, api, receiver, scenario, outcomes)
+    finished_at = json.loads(hits[0].body)["finished_at"]
+    assert [h.headers["X-Penelope-Attempt"] for h in hits] == [str(n) for n in range(1, len(outcomes) + 1)]
+    for hit, offset in zip(hits, OFFSETS):
+        assert hit.at >= finished_at + offset - 0.01  # never before its slot
+    assert [json.loads(h.body)["delivery"]["attempts"] for h in hits] == list(range(1, len(outcomes) + 1))
+    assert len({h.headers["X-Penelope-Job"] for h in hits}) == 1
+    if len(hits) > 1:
+        assert json.loads(hits[1].body)["delivery"]["error"] is not None
+    assert api.get(f"/jobs/{job_id}").status_code == 404
+    assert not rows(worker, "select 1 from jobs_job where id = ?", job_id)
+
+
+@pytest.mark.parametrize("scenario", ["404", "410", "400", "redirect"])
+def test_a_final_answer_gives_up_at_once(api, worker, receiver, scenario):
+    job_id, hits = attempts_to(worker, api, receiver, scenario, ["gave_up"])
+    assert len(hits) == 1
+    assert api.get(f"/jobs/{job_id}").status_code == 404
+    assert not receiver.received("/200/redirected")  # the redirect was not followed
+
+
+def test_a_refused_connection_is_tried_four_times(api, worker):
+    page_idle(api)
+    closed_port = WorkerProcess(worker.store).port  # a free port nobody listens on
+    job_id = started(api, "web/state", callback=f"http://127.0.0.1:{closed_port}/hook")
+    wait_until(
+        lambda: len(rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id)) == 4, timeout=20,
+        what="four attempts",
+    )
+    outcomes = rows(worker, "select number, outcome, error from jobs_deliveryattempt where job_id = ? order by number", job_id)
+    assert [(n, o) for n, o, _ in outcomes] == [(1, "retry"), (2, "retry"), (3, "retry"), (4, "gave_up")]
+    assert all("network error" in e for _, _, e in outcomes)
+
+
+def test_a_poll_shows_a_webhook_job_while_it_waits(api, receiver):
+    path = f"/500/{time.monotonic_ns()}"
+    job_id = started(api, "web/state", callback=receiver.url + path)
+    wait_until(lambda: receiver.received(path), what="the first attempt")
+    body = wait_until(lambda: (b := api.get(f"/jobs/{job_id}").json()).get("delivery", {}).get("attempts") == 1 and b)
+    assert body["delivery"]["delivered"] is False and "500" in body["delivery"]["error"]
+    assert body["callback"] == receiver.url + path
+
+
+# --- media ------------------------------------------------------------------------------
+
+
+def media_path(worker, token: str) -> list:
+    return rows(worker, "select path from media_store_mediafile where token = ?", token)
+
+
+def test_a_polling_job_holds_its_media_until_its_result_expires(api, worker):
+    job_id = started(api, "testing/media", {"size": 1000}, ttl=1.5)
+    result = ended(api, job_id)["result"]
+    link = result["media"]
+    token = link["url"].rsplit("/", 1)[1]
+    created = rows(worker, "select created_at from media_store_mediafile where token = ?", token)[0][0]
+    assert link["expires_at"] == pytest.approx(created + 300, abs=0.01)  # the plain call's 300 s
+    for _ in range(2):  # readable any number of times while held
+        download = api.get(link["url"].removeprefix("/api/v1"))
+        assert download.status_code == 200 and len(download.content) == 1000
+    [(name,)] = media_path(worker, token)
+    wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the result to expire")
+    wait_until(lambda: not media_path(worker, token) and not (worker.store / "media" / name).exists(), what="the file to go")
+
+
+def test_a_delivered_job_keeps_its_media_a_while_more(api, worker, receiver):
+    path = f"/200/{time.monotonic_ns()}"
+    job_id = started(api, "testing/media", {"size": 10}, callback=receiver.url + path)
+    wait_until(lambda: receiver.received(path), what="the webhook")
+    link = json.loads(receiver.received(path)[0].body)["result"]["media"]["url"]
+    wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the job to go")
+    assert api.get(link.removeprefix("/api/v1")).status_code == 200  # MEDIA_AFTER_DELIVERY_S is 1
+    wait_until(lambda: api.get(link.removeprefix("/api/v1")).status_code == 404, what="the media to go")
+
+
+def test_a_given_up_job_drops_its_media_at_once(api, worker, receiver):
+    path = f"/404/{time.monotonic_ns()}"
+    job_id = started(api, "testing/media", {"size": 10}, callback=receiver.url + path)
+    wait_until(lambda: receiver.received(path), what="the webhook")
+    token = json.loads(receiver.received(path)[0].body)["result"]["media"]["url"].rsplit("/", 1)[1]
+    wait_until(lambda: not rows(worker, "select 1 from jobs_job where id = ?", job_id), what="the job to go")
+    assert media_path(worker, token) == []
+    assert api.get(f"/media/{token}").status_code == 404
+
+
+# --- leases ------------------------------------------------------------------------------
+
+
+def test_a_job_runs_under_its_lease_which_outlives_its_ttl_while_it_works(api):
+    page_idle(api)
+    taken_at = time.monotonic()
+    lease = api.post("/main/lease", json={"ttl": 0.4}).json()["lease"]
+    job_id = started(api, "testing/sleep", {"seconds": 1.5}, ttl=60, headers={"X-Lease": lease})
+    wait_until(lambda: time.monotonic() > taken_at + 0.6, what="the lease's own TTL to pass")
+    assert api.get(f"/jobs/{job_id}").json()["state"] == "running"
+    assert api.get("/main").json()["leased"] is True
+    assert api.post("/main/plugin/web/state").status_code == 423
+    ended(api, job_id)
+    # Polls do not renew it: its TTL restarted when the job ended, and runs out.
+    wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 200 and not api.get("/main").json()["leased"],
+               timeout=5, what="the lease to run out after the job")
+    assert api.get("/main/plugin/web/state", headers={"X-Lease": lease}).status_code == 423
