@@ -18,7 +18,7 @@ from plugins.framework import Context, Family, PluginError
 
 family = Family("demo")
 
-HANDLE_PATTERN = r"^(?!\.+$)[a-z0-9_.]{1,30}$"
+HANDLE_PATTERN = r"^(?!\.+\Z)[a-z0-9_.]{1,30}\Z"
 # How long one scroll may take to bring new entries, beyond the page's delay.
 LOAD_WAIT_MS = 15_000
 # Hosts a server listens on that a browser cannot dial.

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from penelope_site import store_lock
+
 log = logging.getLogger("penelope.worker")
 
 
@@ -42,6 +44,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PENELOPE_PORT)
 
     def handle(self, *args, host: str, port: int, **options):
+        try:
+            self._store_lock = store_lock.acquire()
+        except store_lock.StoreInUse as error:
+            raise CommandError(str(error)) from None
         call_command("migrate", interactive=False, verbosity=0)
         ensure_key(self.stdout)
 
