@@ -157,6 +157,8 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         },
+        # Tests that use Django's test database get a real file too.
+        "TEST": {"NAME": STORE_DIR / "test-penelope.db"},
     }
 }
 
