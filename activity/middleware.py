@@ -1,18 +1,31 @@
-"""The API's gate: the bearer key, client activity and requests in flight."""
+"""The API's gate: the bearer key, client activity, requests in flight and the
+request log."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import time
+from collections.abc import AsyncIterator, Callable
 
 from asgiref.sync import markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from activity import log as request_log
 from activity.tracker import tracker
 from penelope_site.api import API_PREFIX, ApiError, error_response
 
 HEALTH_PATH = API_PREFIX + "health"
 ACTIVITY_PATH = API_PREFIX + "activity"
+WORKLOAD_PATH = API_PREFIX + "workload"
+# The waker's reads. Counting them as activity would keep a sleepy worker
+# awake forever, and logging them would fill the log with the waker itself.
+MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH})
+JOBS_PATH = API_PREFIX + "jobs"
+# The status logged for a request whose client went away before its answer
+# (nginx's convention).
+CLIENT_CLOSED = 499
 
 
 def authorized(request: HttpRequest) -> bool:
@@ -23,6 +36,33 @@ def authorized(request: HttpRequest) -> bool:
     if not key or scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode(), key.encode())
+
+
+def is_poll(request: HttpRequest) -> bool:
+    """A job poll: client activity, but not work, so not logged."""
+    path = request.path
+    return request.method in ("GET", "HEAD") and (path == JOBS_PATH or path.startswith(JOBS_PATH + "/"))
+
+
+def route_of(request: HttpRequest) -> str:
+    """The route a request is logged under: `plugin/<family>/<action>`,
+    `primitive/<name>`, or the URL pattern under /api/v1/."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return "(no route)"
+    if match.url_name == "plugin":
+        return request_log.plugin_route(match.kwargs["family"], match.kwargs["action"])
+    if match.url_name == "primitive":
+        return f"primitive/{match.kwargs['name'][:64]}"
+    return match.route.removeprefix(API_PREFIX.lstrip("/"))
+
+
+def logged_path(request: HttpRequest) -> str:
+    """The request's path, without a media token: a token is a download right."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.url_name == "media":
+        return API_PREFIX + "media/<token>"
+    return request.path
 
 
 class ApiGateMiddleware:
@@ -37,16 +77,69 @@ class ApiGateMiddleware:
         path = request.path
         if not path.startswith(API_PREFIX) or path == HEALTH_PATH:
             return await self.get_response(request)
+        # Unauthenticated requests are refused before they cost a log row:
+        # a client without the key cannot write to the persona's store.
         if not authorized(request):
             return error_response(ApiError(401, "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."))
-        # The waker reads activity every few seconds; counting that would keep
-        # a sleepy worker awake forever.
-        if path == ACTIVITY_PATH:
+        if path in MONITORING_PATHS:
             return await self.get_response(request)
         tracker.touch()
         tracker.requests_in_flight += 1
+        end = self._ender(request, logged=not is_poll(request))
         try:
-            return await self.get_response(request)
-        finally:
+            response = await self.get_response(request)
+        except asyncio.CancelledError:
+            end(CLIENT_CLOSED)
+            raise
+        except BaseException:
+            end(500)
+            raise
+        if response.streaming and response.is_async:
+            # A download is in flight, and its duration runs, until its last byte.
+            response.streaming_content = _until_sent(response.streaming_content, end, response.status_code)
+            # A client gone before the stream even started leaves the generator
+            # unstarted (its `finally` never runs), but Django always closes the
+            # response, in a thread: end there, on the loop. `_resource_closers`
+            # is how Django's own FileResponse closes its file.
+            loop = asyncio.get_running_loop()
+            response._resource_closers.append(lambda: loop.call_soon_threadsafe(end, CLIENT_CLOSED))
+        else:
+            end(response.status_code)
+        return response
+
+    @staticmethod
+    def _ender(request: HttpRequest, *, logged: bool) -> Callable[[int], None]:
+        started_at = time.time()
+        began = time.perf_counter()
+        ended = False
+
+        def end(status: int) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
             tracker.requests_in_flight -= 1
             tracker.touch()
+            if logged:
+                match = getattr(request, "resolver_match", None)
+                request_log.record(
+                    method=request.method or "",
+                    route=route_of(request),
+                    path=logged_path(request),
+                    page_id=match.kwargs.get("page_id") if match else None,
+                    status=status,
+                    started_at=started_at,
+                    duration_ms=(time.perf_counter() - began) * 1000,
+                )
+
+        return end
+
+
+async def _until_sent(content: AsyncIterator[bytes], end: Callable[[int], None], status: int) -> AsyncIterator[bytes]:
+    completed = False
+    try:
+        async for chunk in content:
+            yield chunk
+        completed = True
+    finally:
+        end(status if completed else CLIENT_CLOSED)

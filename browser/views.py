@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework import serializers
 
 from browser.pages import registry, validate_page_id
+from browser.purge import purge_idle_pages
 from penelope_site.api import ApiError, api_view, json_response, read_json_body
 from plugins.framework import describe_errors
 
@@ -71,3 +72,12 @@ async def lease(request: HttpRequest, page_id: str) -> HttpResponse:
     validate_page_id(page_id)
     registry.get(page_id).release_lease(lease_id)
     return json_response({"success": True, "page_id": page_id, "released": True})
+
+
+@api_view("POST")
+async def purge(request: HttpRequest) -> HttpResponse:
+    """Free memory on every idle page now; the same as the `purge` loop."""
+    if registry.browser is None:
+        raise ApiError(503, "The browser is not running.")
+    report = await purge_idle_pages()
+    return json_response({"success": True, "page_id": None, **report.as_dict()})

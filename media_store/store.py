@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
@@ -134,3 +135,8 @@ def _delete(queryset) -> int:
         (media_dir() / name).unlink(missing_ok=True)
     MediaFile.objects.filter(pk__in=[pk for pk, _ in items]).delete()
     return len(items)
+
+
+async def adrop_orphans() -> dict[str, int]:
+    """`drop_orphans` from the event loop: the worker runs it at start."""
+    return await sync_to_async(drop_orphans)()

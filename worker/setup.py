@@ -28,6 +28,15 @@ async def sweep_jobs() -> None:
     await sync_to_async(sweep)()
 
 
+async def sweep_store() -> None:
+    """Media files without a row and rows without a file; old request-log rows."""
+    from activity.log import sweep_request_log
+    from media_store.store import drop_orphans
+
+    await sync_to_async(drop_orphans)()
+    await sync_to_async(sweep_request_log)()
+
+
 def build_runtime() -> Runtime:
     from jobs import service as job_service
     from jobs.delivery import Deliverer
@@ -40,4 +49,17 @@ def build_runtime() -> Runtime:
     runtime.services.append(deliverer.run_forever)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_service.cancel_running)
+    # The request log, media orphans, the memory purge, the activity's job counts.
+    from activity import log as request_log
+    from activity import tracker as activity_tracker
+    from browser.purge import purge_loop_step
+    from media_store import store as media_store
+
+    activity_tracker.job_counts = sync_to_async(job_service.counts)
+    runtime.startup_steps.append(media_store.adrop_orphans)
+    runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
+    runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
+    runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
+    # After the jobs are cancelled, so their rows are written too.
+    runtime.shutdown_steps.append(request_log.aflush)
     return runtime
