@@ -45,7 +45,7 @@ def record(
     route: str,
     path: str,
     page_id: str | None,
-    status: int,
+    status: int | None,
     started_at: float,
     duration_ms: float,
     job_id: str | None = None,
@@ -77,19 +77,18 @@ def record_job(
     action: str,
     page_id: str,
     job_id: str,
-    status: int,
     started_at: float,
-    duration_ms: float,
-    method: str = "POST",
-    path: str = "",
+    status: int | None = None,
+    duration_ms: float = 0.0,
 ) -> None:
-    """Log a job's run: the plugin's route, the status the plain call would
-    have answered, and how long the plugin really ran."""
+    """Log one of a job's pair of rows: its start (no status yet), then its
+    end with the status the plain call would have answered and how long the
+    plugin really ran."""
     record(
         kind=KIND_JOB,
-        method=method,
+        method="JOB",
         route=plugin_route(family, action),
-        path=path or f"/api/v1/{page_id}/plugin/{family}/{action}",
+        path=f"/api/v1/{page_id}/plugin/{family}/{action}",
         page_id=page_id,
         status=status,
         started_at=started_at,

@@ -22,8 +22,11 @@ class RequestLogQuerySet(models.QuerySet):
         return self.filter(started_at__lt=cutoff)
 
     def counted_as_work(self) -> RequestLogQuerySet:
-        """Everything but the 202 that starts a job: the job logs its own row."""
-        return self.exclude(kind=KIND_HTTP, status=202, route__startswith=PLUGIN_ROUTE_PREFIX)
+        """Everything but the 202 that starts a job and the job's start row:
+        a job counts once, by its end row."""
+        return self.exclude(kind=KIND_HTTP, status=202, route__startswith=PLUGIN_ROUTE_PREFIX).exclude(
+            status__isnull=True
+        )
 
 
 class RequestLogEntry(models.Model):
@@ -35,7 +38,8 @@ class RequestLogEntry(models.Model):
     route = models.CharField(max_length=200)
     path = models.CharField(max_length=500)
     page_id = models.CharField(max_length=64, null=True, blank=True)
-    status = models.PositiveSmallIntegerField()
+    # Null on a job's start row: the job's end row carries its status.
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
     duration_ms = models.FloatField()
     job_id = models.CharField(max_length=64, null=True, blank=True)
 

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.db.models import Q
 
+from activity.tracker import tracker
 from jobs.models import DeliveryAttempt, Job
 from jobs.service import discard, job_body
 from media_store import store as media
@@ -142,6 +143,8 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
         attempt, started_at=started_at, duration_ms=duration_ms, status_code=status_code, error=error, outcome=outcome
     )
     log.info("webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, attempt.url, outcome, error or status_code)
+    if outcome != DeliveryAttempt.Outcome.RETRY:
+        tracker.touch()  # the job stops counting: the idle clock starts now
     return outcome
 
 

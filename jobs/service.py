@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
+from activity import log as request_log
+from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
 from jobs.models import Job
 from jobs.options import JobOptions, parse_options
@@ -103,6 +105,8 @@ async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, A
     store and the next start marks it interrupted.
     """
     ctx = Context(page_id=claim.page.name)
+    log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job_id}
+    request_log.record_job(**log_row, started_at=time.time())
     try:
         outcome = await run_claimed(claim, action, params, ctx)
     except asyncio.CancelledError:
@@ -110,10 +114,15 @@ async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, A
     except Exception:
         log.exception("job %s could not run", job_id)
         outcome = Outcome(500, error_body("The job could not run; the details are in the worker's log.", claim.page.name), time.time(), 0)
+    request_log.record_job(
+        **log_row, status=outcome.status, started_at=outcome.started_at, duration_ms=outcome.duration_s * 1000
+    )
     job = await sync_to_async(finish_job)(job_id, outcome, ctx.media_tokens)
     if job.mode == Job.Mode.WEBHOOK:
         for wake in on_webhook_ready:
             wake()
+    else:
+        tracker.touch()  # a polling job stops counting: the idle clock starts now
 
 
 def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job:

@@ -320,11 +320,11 @@ def test_workload_arithmetic_counts_jobs_and_skips_their_202():
     http("plugin/web/open", 202, 3.0)  # a job's start: not work
     http("pages", 202, 5.0)  # a 202 outside the plugin routes is counted
     http("pages", 200, 1.0, age_s=7200)  # outside the window
-    request_log.record_job(
-        family="web", action="open", page_id="main", job_id="j1", status=200, started_at=now - 5, duration_ms=40_000,
-    )
-    assert request_log.flush() == 105
-    assert RequestLogEntry.objects.count() == 105
+    job = {"family": "web", "action": "open", "page_id": "main", "job_id": "j1"}
+    request_log.record_job(**job, started_at=now - 45)  # the job's start row
+    request_log.record_job(**job, status=200, started_at=now - 45, duration_ms=40_000)  # and its end row
+    assert request_log.flush() == 106
+    assert RequestLogEntry.objects.count() == 106
 
     body = request_log.workload(window_s=3600, now=now)
     routes = {(r["route"], r["kind"]): r for r in body["routes"]}

@@ -440,3 +440,41 @@ def test_a_job_runs_under_its_lease_which_outlives_its_ttl_while_it_works(api):
     wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 200 and not api.get("/main").json()["leased"],
                timeout=5, what="the lease to run out after the job")
     assert api.get("/main/plugin/web/state", headers={"X-Lease": lease}).status_code == 423
+
+
+# --- the request log and the workload ---------------------------------------------------
+
+
+def test_a_job_logs_its_202_and_a_pair_of_job_rows_and_counts_once_in_the_workload(api, worker):
+    page_idle(api)
+    job_id = started(api, "testing/sleep", {"seconds": 0.3}, ttl=60)
+    ended(api, job_id)
+
+    def job_rows():
+        found = rows(worker, "select kind, route, status, duration_ms from activity_requestlogentry "
+                             "where job_id = ? order by status", job_id)
+        return found if len(found) == 2 else None
+
+    start_row, end_row = wait_until(job_rows, what="the job's two rows")
+    assert start_row[:3] == ("job", "plugin/testing/sleep", None)
+    assert end_row[:3] == ("job", "plugin/testing/sleep", 200) and end_row[3] >= 300
+    assert rows(worker, "select count(*) from activity_requestlogentry where kind = 'http' and status = 202 "
+                        "and route = 'plugin/testing/sleep'")[0][0] >= 1
+    routes = api.get("/workload").json()["routes"]
+    sleeps = {r["kind"]: r for r in routes if r["route"] == "plugin/testing/sleep"}
+    assert sleeps["job"]["statuses"].get("200", 0) >= 1
+    assert "202" not in sleeps.get("http", {"statuses": {}})["statuses"]
+
+
+def test_activity_counts_jobs_until_they_end_and_webhooks_until_delivered(api, receiver):
+    page_idle(api)
+    job_id = started(api, "testing/sleep", {"seconds": 0.5}, ttl=60)
+    assert api.get("/activity").json()["jobs_in_flight"] >= 1
+    ended(api, job_id)
+    wait_until(lambda: api.get("/activity").json()["jobs_in_flight"] == 0, what="the polling job to stop counting")
+    path = f"/500,500,500,200/{time.monotonic_ns()}"
+    hooked = started(api, "web/state", callback=receiver.url + path)
+    ended(api, hooked)
+    assert api.get("/activity").json()["webhooks_pending"] == 1
+    wait_until(lambda: api.get(f"/jobs/{hooked}").status_code == 404, what="the delivery")
+    assert api.get("/activity").json()["webhooks_pending"] == 0
