@@ -47,6 +47,7 @@ class RequestLogEntry(models.Model):
 
     class Meta:
         ordering = ["started_at"]
+        verbose_name_plural = "request log entries"
 
     def __str__(self) -> str:
         return f"{self.method} {self.route} {self.status} {self.duration_ms:.1f} ms"

@@ -64,10 +64,11 @@ async def lease(request: HttpRequest, page_id: str) -> HttpResponse:
         ttl = validated(LeaseParams, read_json_body(request))["ttl"]
         validate_page_id(page_id)
         taken = registry.get(page_id).take_lease(ttl, lease_id)
+        renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
         return json_response(
             {"success": True, "page_id": page_id, "lease": taken.id, "ttl": taken.ttl,
              "expires_in": round(taken.expires_in(time.monotonic()), 3)},
-            201,
+            200 if renewed else 201,
         )
     validate_page_id(page_id)
     registry.get(page_id).release_lease(lease_id)

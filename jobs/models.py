@@ -15,6 +15,10 @@ class JobQuerySet(models.QuerySet):
     def ended(self) -> JobQuerySet:
         return self.exclude(state=Job.State.RUNNING)
 
+    def held(self, now: float) -> JobQuerySet:
+        """Jobs that count against MAX_JOBS: running, or holding a live result."""
+        return self.filter(Q(state=Job.State.RUNNING) | Q(expires_at__gt=now))
+
     def expired(self, now: float) -> JobQuerySet:
         """Ended jobs past their deadline: nothing may read or deliver them."""
         return self.ended().filter(expires_at__lte=now)
@@ -95,7 +99,11 @@ class Job(models.Model):
         Slots missed while the worker was down collapse into this one."""
         offsets = attempt_offsets()
         due = [i for i, offset in enumerate(offsets) if self.finished_at + offset <= now and i > self.last_slot]
-        return due[-1] if due else self.last_slot + 1
+        if due:
+            return due[-1]
+        # A claim without an outcome: its deliverer died mid-POST, so the same
+        # slot goes out again (the receiver may see the job twice).
+        return self.last_slot if self.attempt_claimed_until is not None else self.last_slot + 1
 
     def claim_attempt(self, now: float, claim_s: float) -> int:
         """Take the due attempt for this process; answers its slot number (1-based)."""

@@ -49,7 +49,7 @@ def new_job_id() -> str:
 def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions) -> Job:
     """Insert the running job, or 503 when MAX_JOBS are held."""
     with transaction.atomic():
-        if Job.objects.count() >= settings.MAX_JOBS:
+        if Job.objects.held(time.time()).count() >= settings.MAX_JOBS:
             raise ApiError(
                 503,
                 f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "

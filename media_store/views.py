@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -13,29 +14,43 @@ from media_store.models import MediaFile
 from penelope_site.api import ApiError, api_view
 
 CHUNK = 256 * 1024
+NOT_FOUND = "No such media file: the link is unknown, used or expired."
+
+# One-shot links being downloaded right now: a second download of the same
+# link waits for nothing and answers 404, so a one-shot file leaves once.
+_downloading: set[str] = set()
 
 
 @api_view("GET")
 async def download(request: HttpRequest, token: str) -> StreamingHttpResponse:
     item = await sync_to_async(store.find_available)(token)
-    if item is None:
-        raise ApiError(404, "No such media file: the link is unknown, used or expired.")
+    if item is None or item.token in _downloading:
+        raise ApiError(404, NOT_FOUND)
     try:
         handle = open(store.file_path(item), "rb")  # noqa: SIM115 - closed by the stream
     except FileNotFoundError:
-        raise ApiError(404, "No such media file: the link is unknown, used or expired.") from None
-    response = StreamingHttpResponse(_stream(handle, item), content_type=item.content_type)
+        raise ApiError(404, NOT_FOUND) from None
+    one_shot = not item.held(time.time())
+    response = StreamingHttpResponse(_stream(handle, item, one_shot), content_type=item.content_type)
+    if one_shot:
+        _downloading.add(item.token)
+        # A client gone before the stream started never runs the stream's
+        # `finally`; Django closes every response, so free the link there too.
+        response._resource_closers.append(lambda: _downloading.discard(item.token))
     response["Content-Length"] = str(item.size)
     response["Content-Disposition"] = f'attachment; filename="{item.filename}"'
     response["Cache-Control"] = "no-store"
     return response
 
 
-async def _stream(handle, item: MediaFile) -> AsyncIterator[bytes]:
-    """Send the file; only a download that reached its end claims it."""
+async def _stream(handle, item: MediaFile, one_shot: bool) -> AsyncIterator[bytes]:
+    """Send the file; only a download that reached its end claims it. One cut
+    short frees the link for another try."""
     try:
         while chunk := await asyncio.to_thread(handle.read, CHUNK):
             yield chunk
+        await sync_to_async(store.claim)(item)
     finally:
         handle.close()
-    await sync_to_async(store.claim)(item)
+        if one_shot:
+            _downloading.discard(item.token)

@@ -205,6 +205,20 @@ def test_a_download_is_one_shot(api, worker):
     assert_404_envelope(second.status_code, second.content)
 
 
+def test_a_one_shot_link_being_downloaded_cannot_be_downloaded_again(api, worker):
+    link = put_blob(api, 8_000_000)
+    with api.stream("GET", worker.base_url + link["url"]) as first:
+        assert first.status_code == 200
+        chunks = first.iter_raw()
+        received = len(next(chunks))
+        second = api.get(worker.base_url + link["url"])
+        assert_404_envelope(second.status_code, second.content)
+        received += sum(len(chunk) for chunk in chunks)
+    assert received == 8_000_000
+    third = api.get(worker.base_url + link["url"])
+    assert_404_envelope(third.status_code, third.content)
+
+
 def test_a_download_needs_the_key(api, worker):
     link = put_blob(api, 100)
     status, _ = raw_get(worker, link["url"], key="wrong-key")

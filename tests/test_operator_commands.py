@@ -68,3 +68,11 @@ def test_sweep_deletes_expired_jobs(make_worker):
         wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the result to expire")
     assert "swept 1 jobs" in manage(worker, "sweep").stdout
     assert job_id not in manage(worker, "jobs").stdout
+
+
+def test_deliver_webhooks_refuses_to_sign_without_a_key(tmp_path):
+    env = {**os.environ, "PENELOPE_STORE": str(tmp_path / "store"), "PENELOPE_KEY": ""}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "deliver_webhooks"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0 and "No key to sign with" in done.stderr

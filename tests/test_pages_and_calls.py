@@ -232,6 +232,8 @@ def test_lease_take_use_and_release(api):
         assert api.get("/main/plugin/web/state", headers={"X-Lease": lease}).status_code == 200
         assert api.get("/main").json()["leased"] is True
         envelope(api.post("/main/lease", json={"ttl": 30}), 423)
+        renewed = api.post("/main/lease", json={"ttl": 45}, headers={"X-Lease": lease})
+        assert renewed.status_code == 200 and renewed.json()["lease"] == lease and renewed.json()["ttl"] == 45
         envelope(api.delete("/main/lease", headers={"X-Lease": "wrong"}), 423)
     finally:
         assert api.delete("/main/lease", headers={"X-Lease": lease}).status_code == 200

@@ -130,5 +130,5 @@ def chromium_processes() -> list[str]:
         except (OSError, IndexError):
             continue
         if state != "Z" and "chrom" in cmdline.split(" ")[0]:
-            found.append(f"{entry} {cmdline[:200]}")
+            found.append(f"{entry} {cmdline}")
     return found

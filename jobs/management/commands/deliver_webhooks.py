@@ -6,7 +6,8 @@ is sent, so no attempt goes out twice because two processes saw it due.
 
 import asyncio
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from jobs.delivery import Deliverer, webhook_client
 
@@ -18,6 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("--loop", action="store_true", help="keep delivering as attempts come due")
 
     def handle(self, *args, loop: bool, **options):
+        if not settings.PENELOPE_KEY:
+            raise CommandError("No key to sign with: set PENELOPE_KEY as the worker has it (or keep it in store/key).")
         deliverer = Deliverer()
         if loop:
             try:
