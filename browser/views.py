@@ -18,11 +18,18 @@ from plugins.framework import describe_errors
 class OpenPageParams(serializers.Serializer):
     page_id = serializers.CharField(max_length=1000, trim_whitespace=False)
 
+    def validate_page_id(self, page_id: str) -> str:
+        if not isinstance(self.initial_data.get("page_id"), str):
+            raise serializers.ValidationError("a page id is a string.")
+        return page_id
+
 
 class LeaseParams(serializers.Serializer):
     ttl = serializers.FloatField()
 
     def validate_ttl(self, ttl: float) -> float:
+        if isinstance(self.initial_data.get("ttl"), bool):
+            raise serializers.ValidationError("a lease's ttl is a number of seconds.")
         if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
             raise serializers.ValidationError(f"a lease's ttl is more than 0 and at most {settings.MAX_TTL_S:g} seconds.")
         return ttl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -40,11 +41,14 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     return None
 
 
+# Plain decimal seconds: Python's float() would also take "1_0", "1e3" and
+# non-ASCII digits, which no client means.
+TTL_PATTERN = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
+
+
 def parse_ttl(raw: str) -> float:
-    try:
-        ttl = float(raw.strip())
-    except ValueError:
-        ttl = math.nan
+    raw = raw.strip()
+    ttl = float(raw) if TTL_PATTERN.fullmatch(raw) else math.nan
     if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
         raise ApiError(
             400, f"{TTL_HEADER} must be a number of seconds, more than 0 and at most {settings.MAX_TTL_S:g}."

@@ -1,0 +1,193 @@
+"""Malformed input, route by route: each answers its documented 4xx with the
+envelope, and nothing starts (no job row, no page claimed, no file written)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.support.worker import WorkerProcess
+
+LONG = "x" * 1000
+BAD_PAGE_IDS = [
+    quote("../x", safe=""), "..", LONG, quote("é", safe=""), quote("main page", safe=""), "MAIN", "-lead", "pages",
+    "jobs", "media", "activity", "health", quote("main'--", safe=""), quote('main"', safe=""),
+]
+BAD_IDS = [
+    quote("../../penelope.db", safe=""), quote("../key", safe=""), "..", quote("'", safe=""), quote('"', safe=""),
+    quote("1' OR '1'='1", safe=""), quote("x; DROP TABLE jobs_job", safe=""), "%00", LONG, "0" * 15, "g" * 16,
+]
+
+
+def snapshot(worker: WorkerProcess, api: httpx.Client) -> dict:
+    """What a bad request must not change."""
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        jobs = db.execute("select count(*) from jobs_job").fetchone()[0]
+        files = db.execute("select count(*) from media_store_mediafile").fetchone()[0]
+    pages = [
+        {key: page[key] for key in ("page_id", "busy", "job_id", "leased", "waiting")}
+        for page in api.get("/pages").json()["pages"]
+    ]
+    on_disk = sorted(path.name for path in (worker.store / "media").iterdir()) if (worker.store / "media").exists() else []
+    return {"jobs": jobs, "files": files, "pages": pages, "on_disk": on_disk}
+
+
+@pytest.fixture
+def unchanged(worker, api):
+    """Fails the test if the worker's state moved."""
+    before = snapshot(worker, api)
+    yield
+    assert snapshot(worker, api) == before
+
+
+def assert_envelope(response: httpx.Response, *statuses: int) -> dict:
+    assert response.status_code in statuses, (response.status_code, response.text[:300])
+    body = response.json()
+    assert set(body) == {"success", "error", "page_id"} and body["success"] is False
+    assert body["error"] and "Traceback" not in body["error"] and "File \"" not in body["error"]
+    return body
+
+
+# --- job headers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ttl", ["0", "-1", "601", "abc", "1e309", "1e2", "nan", "inf", "-inf", "", "60,60", "1_0", "0x10", "６０".encode()]
+)
+def test_bad_result_ttls(api, unchanged, ttl):
+    assert_envelope(api.post("/main/plugin/web/state", headers={"X-Result-Ttl": ttl}), 400)
+
+
+def test_a_repeated_ttl_header(api, unchanged):
+    response = api.post("/main/plugin/web/state", headers=[("X-Result-Ttl", "60"), ("X-Result-Ttl", "60")])
+    assert_envelope(response, 400)
+
+
+@pytest.mark.parametrize(
+    "callback",
+    ["/hook", "hook", "ftp://example.com/hook", "javascript:alert(1)", "file:///etc/passwd", "http://", "http:///x",
+     "https://" + "a" * 10_000 + ".com/", "http://exa mple.com/", "http://example.com/a b", "http://[::1/",
+     "http://example.com:70000/", "data:text/plain,hi", ""],
+)
+def test_bad_callback_urls(api, unchanged, callback):
+    assert_envelope(api.post("/main/plugin/web/state", headers={"X-Callback-Url": callback}), 400)
+
+
+def test_both_job_headers(api, unchanged):
+    headers = {"X-Result-Ttl": "60", "X-Callback-Url": "http://127.0.0.1:9/hook"}
+    assert_envelope(api.post("/main/plugin/web/state", headers=headers), 400)
+
+
+def test_job_headers_on_a_primitive(api, unchanged):
+    assert_envelope(api.post("/main/primitive/content", headers={"X-Callback-Url": "http://127.0.0.1:9/"}), 400)
+
+
+# --- bodies --------------------------------------------------------------------------------
+
+
+BODIES = [
+    (b"{", 422),
+    (b"{'a': 1}", 422),
+    (b"\xff\xfe", 422),
+    (b"[1, 2]", 400),
+    (b'"text"', 400),
+    (b"null", 400),
+    (b"[" * 10_000 + b"]" * 10_000, 422),
+    (b'{"a":' * 10_000 + b"1" + b"}" * 10_000, 422),
+]
+
+
+@pytest.mark.parametrize("body, status", BODIES, ids=[f"body{n}" for n in range(len(BODIES))])
+@pytest.mark.parametrize(
+    "path", ["/main/plugin/web/open", "/main/primitive/goto", "/main/lease", "/pages"]
+)
+def test_malformed_bodies(api, unchanged, path, body, status):
+    response = api.post(path, content=body, headers={"Content-Type": "application/json", "X-Result-Ttl": "60"}
+                        if "plugin" in path else {"Content-Type": "application/json"})
+    assert_envelope(response, status)
+
+
+def test_a_body_over_the_size_limit(api, unchanged):
+    big = json.dumps({"url": "http://example.com/", "pad": "x" * (2 * 1024 * 1024)}).encode()
+    assert_envelope(api.post("/main/plugin/web/open", content=big, headers={"X-Result-Ttl": "60"}), 413)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"url": "not a url"}, {"url": "javascript:alert(1)"}, {"url": ["http://example.com"]}, {"url": None},
+     {"url": "http://example.com", "timeout_ms": -1}, {"url": "http://example.com", "wait_until": "never"},
+     {"url": "http://example.com", "timeout_ms": "1e309"}],
+)
+def test_invalid_plugin_parameters(api, unchanged, params):
+    body = assert_envelope(api.post("/main/plugin/web/open", json=params, headers={"X-Result-Ttl": "60"}), 400)
+    assert body["error"].startswith("Invalid parameter")
+
+
+@pytest.mark.parametrize("ttl", [0, -1, 601, "abc", None, [], {}, "1e309", True])
+def test_invalid_lease_ttls(api, unchanged, ttl):
+    assert_envelope(api.post("/main/lease", json={"ttl": ttl}), 400)
+
+
+def test_an_overlong_lease_header(api, unchanged):
+    assert_envelope(api.post("/main/plugin/web/state", headers={"X-Lease": "L" * 10_000}), 423)
+
+
+def test_oversized_headers_are_refused(worker, unchanged):
+    headers = {"Authorization": f"Bearer {worker.key}", "X-Pad": "p" * 100_000}
+    with httpx.Client(base_url=worker.base_url) as raw:
+        try:
+            response = raw.post("/api/v1/main/plugin/web/state", headers=headers)
+        except httpx.RemoteProtocolError:
+            return  # the server dropped the connection: refused just the same
+    assert 400 <= response.status_code < 500
+
+
+# --- path parameters -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page_id", BAD_PAGE_IDS)
+def test_bad_page_ids_on_every_page_route(api, unchanged, page_id):
+    page_routes = [("GET", f"/{page_id}", {}), ("DELETE", f"/{page_id}", {})]
+    if page_id in ("pages", "activity", "health"):
+        page_routes = []  # /api/v1/<word> is that word's own route
+    for method, path, kwargs in [
+        *page_routes,
+        ("POST", f"/{page_id}/lease", {"json": {"ttl": 10}}),
+        ("POST", f"/{page_id}/plugin/web/state", {"headers": {"X-Result-Ttl": "60"}}),
+        ("POST", f"/{page_id}/primitive/content", {}),
+    ]:
+        response = api.request(method, path, **kwargs)
+        assert 400 <= response.status_code < 500, (method, path, response.status_code)
+        if response.headers.get("content-type") == "application/json":
+            assert_envelope(response, 400, 404, 405)
+
+
+@pytest.mark.parametrize("page_id", ["../x", LONG, "é", "pages", "jobs", "A", "", None, 7, ["main"]])
+def test_bad_page_ids_when_opening_a_page(api, unchanged, page_id):
+    assert_envelope(api.post("/pages", json={"page_id": page_id}), 400)
+
+
+@pytest.mark.parametrize("job_id", BAD_IDS)
+def test_bad_job_ids(api, unchanged, job_id):
+    response = api.get(f"/jobs/{job_id}")
+    assert response.status_code == 404
+    if response.headers.get("content-type") == "application/json":
+        assert_envelope(response, 404)
+
+
+@pytest.mark.parametrize("token", BAD_IDS)
+def test_bad_media_tokens_read_nothing(api, unchanged, token):
+    response = api.get(f"/media/{token}")
+    assert response.status_code == 404
+    assert b"SQLite" not in response.content and b"PENELOPE" not in response.content
+    if response.headers.get("content-type") == "application/json":
+        assert_envelope(response, 404)
+
+
+@pytest.mark.parametrize("path", ["/main/plugin/" + LONG + "/x", "/main/plugin/web/" + LONG, "/main/primitive/" + LONG])
+def test_unknown_plugins_and_primitives(api, unchanged, path):
+    assert_envelope(api.post(path), 404)
