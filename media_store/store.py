@@ -107,8 +107,10 @@ def sweep(now: float | None = None) -> int:
     return _delete(MediaFile.objects.finished(now or time.time()))
 
 
-def drop_orphans() -> dict[str, int]:
-    """Remove files without a row and rows without a file."""
+def drop_orphans(grace_s: float = ORPHAN_GRACE_S) -> dict[str, int]:
+    """Remove files without a row and rows without a file. Files younger than
+    `grace_s` are spared: a put in progress has its file on disk before its
+    row commits. At start nothing is in progress, so there is no grace."""
     directory = media_dir()
     on_disk = {entry.name for entry in directory.iterdir() if entry.is_file()}
     known = set(MediaFile.objects.values_list("path", flat=True))
@@ -117,7 +119,7 @@ def drop_orphans() -> dict[str, int]:
         entry = directory / name
         try:
             # A put in progress has its file on disk before its row commits.
-            if time.time() - entry.stat().st_mtime < ORPHAN_GRACE_S:
+            if time.time() - entry.stat().st_mtime < grace_s:
                 continue
         except FileNotFoundError:
             continue
@@ -137,6 +139,6 @@ def _delete(queryset) -> int:
     return len(items)
 
 
-async def adrop_orphans() -> dict[str, int]:
-    """`drop_orphans` from the event loop: the worker runs it at start."""
-    return await sync_to_async(drop_orphans)()
+async def adrop_orphans_at_start() -> dict[str, int]:
+    """`drop_orphans` at the worker's start, before any put can run."""
+    return await sync_to_async(drop_orphans)(grace_s=0)

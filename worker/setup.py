@@ -56,7 +56,7 @@ def build_runtime() -> Runtime:
     from media_store import store as media_store
 
     activity_tracker.job_counts = sync_to_async(job_service.counts)
-    runtime.startup_steps.append(media_store.adrop_orphans)
+    runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))

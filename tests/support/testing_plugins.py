@@ -18,14 +18,20 @@ family = Family("testing")
 class SleepParams(serializers.Serializer):
     seconds = serializers.FloatField(min_value=0, max_value=600)
     tag = serializers.CharField(required=False, default="")
+    media_size = serializers.IntegerField(required=False, default=0, min_value=0, max_value=10_000_000)
 
 
 @family.action("sleep", params=SleepParams)
 async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """Hold the page for a while: a stand-in for a long plugin."""
+    """Hold the page for a while (a stand-in for a long plugin), then
+    optionally store a file."""
     started = time.time()
     await asyncio.sleep(params["seconds"])
-    return {"tag": params["tag"], "started": started, "ended": time.time()}
+    result = {"tag": params["tag"], "started": started, "ended": time.time()}
+    if params["media_size"]:
+        data = bytes(i % 251 for i in range(params["media_size"]))
+        result["media"] = await ctx.put_media(data, content_type="application/octet-stream", filename="work.bin")
+    return result
 
 
 @family.action("crash")
