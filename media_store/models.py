@@ -17,13 +17,15 @@ class MediaFileQuerySet(models.QuerySet):
         return self.filter(holder=holder)
 
     def available(self, now: float) -> MediaFileQuerySet:
-        """Files a download may still read: unclaimed and within their deadline."""
-        return self.unclaimed().filter(Q(expires_at__gt=now) | Q(held_until__gt=now))
+        """Files a download may still read: unclaimed and within their deadline
+        (a held file's is its hold; a plain call's is its link's)."""
+        return self.unclaimed().filter(Q(held_until__gt=now) | Q(held_until__isnull=True, expires_at__gt=now))
 
     def finished(self, now: float) -> MediaFileQuerySet:
-        """Files to delete: claimed, or past both their link's deadline and any hold."""
-        past_deadline = Q(expires_at__lte=now) & (Q(held_until__isnull=True) | Q(held_until__lte=now))
-        return self.filter(Q(claimed_at__isnull=False) | past_deadline)
+        """Files to delete: claimed, or past their deadline."""
+        past_hold = Q(held_until__lte=now)
+        past_link = Q(held_until__isnull=True, expires_at__lte=now)
+        return self.filter(Q(claimed_at__isnull=False) | past_hold | past_link)
 
 
 class MediaFile(models.Model):
@@ -37,7 +39,8 @@ class MediaFile(models.Model):
     # When the plain call's link lapses (MEDIA_TTL_S after the put).
     expires_at = models.FloatField(db_index=True)
     claimed_at = models.FloatField(null=True, blank=True)
-    # An optional holder (a job id) keeps the file, and its link, until held_until.
+    # An optional holder (a job id) keeps the file, and its link, until
+    # held_until; from then on the hold, not expires_at, is the file's deadline.
     holder = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     held_until = models.FloatField(null=True, blank=True)
 

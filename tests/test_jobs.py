@@ -312,17 +312,27 @@ def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, receiver)
 
 
 def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[str]) -> tuple[str, list]:
-    """Start a webhook job on a receiver path and wait for all its attempts."""
+    """Start a webhook job that stores a file, on a receiver path, and wait for
+    all its attempts; then check the file went as it should."""
     path = f"/{scenario}/{time.monotonic_ns()}"
     page_idle(api)
-    job_id = started(api, "web/state", callback=receiver.url + path)
+    job_id = started(api, "testing/sleep", {"seconds": 0, "media_size": 100}, callback=receiver.url + path)
     wait_until(
         lambda: len(rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id)) == len(expected_outcomes),
         timeout=20, what=f"{len(expected_outcomes)} attempts",
     )
     outcomes = [o for (o,) in rows(worker, "select outcome from jobs_deliveryattempt where job_id = ? order by number", job_id)]
     assert outcomes == expected_outcomes
-    return job_id, receiver.received(path)
+    hits = receiver.received(path)
+    token = json.loads(hits[0].body)["result"]["media"]["url"].rsplit("/", 1)[1]
+    if outcomes[-1] == "gave_up":
+        assert media_path(worker, token) == []  # dropped with the job, at once
+    else:  # kept MEDIA_AFTER_DELIVERY_S (1 s here), then swept
+        wait_until(lambda: not media_path(worker, token), timeout=10, what="the delivered job's file to go")
+    assert not any((worker.store / "media").iterdir()) or all(
+        rows(worker, "select 1 from media_store_mediafile where path = ?", f.name) for f in (worker.store / "media").iterdir()
+    )
+    return job_id, hits
 
 
 @pytest.mark.parametrize(
@@ -331,6 +341,8 @@ def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[st
         ("500,503,200", ["retry", "retry", "delivered"]),
         ("429,200", ["retry", "delivered"]),
         ("500", ["retry", "retry", "retry", "gave_up"]),
+        ("503", ["retry", "retry", "retry", "gave_up"]),
+        ("503,429,500,204", ["retry", "retry", "retry", "delivered"]),
         ("slow", ["delivered"]),
         ("hang,200", ["retry", "delivered"]),
         ("reset,200", ["retry", "delivered"]),

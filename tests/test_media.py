@@ -137,6 +137,15 @@ def test_a_held_file_outlives_its_link_and_survives_downloads(media_dir):
 
 
 @in_db
+def test_a_hold_shorter_than_the_link_is_the_files_deadline(media_dir):
+    item = store.put(b"abc", content_type="text/plain", filename="a.txt")
+    store.hold([item.token], holder="job-3", until=item.created_at + 1)
+    assert store.find_available(item.token, item.created_at + 2) is None
+    assert store.sweep(item.created_at + 2) == 1
+    assert files_in(media_dir) == []
+
+
+@in_db
 def test_expire_moves_the_end_of_a_hold(media_dir):
     item = store.put(b"abc", content_type="text/plain", filename="a.txt")
     store.hold([item.token], holder="job-2", until=item.expires_at + 1000)

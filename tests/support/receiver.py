@@ -75,12 +75,13 @@ class Receiver:
             handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
-        size = 20 * 1024 * 1024 if behaviour == "huge" else 2
-        handler.send_response(200 if behaviour == "huge" else int(behaviour))
+        status = 200 if behaviour == "huge" else int(behaviour)
+        size = 20 * 1024 * 1024 if behaviour == "huge" else 0 if status in (204, 304) else 2
+        handler.send_response(status)
         handler.send_header("Content-Length", str(size))
         handler.end_headers()
         try:
-            handler.wfile.write(b"ok" if size == 2 else b"x" * size)
+            handler.wfile.write(b"ok"[:size] if size <= 2 else b"x" * size)
         except OSError:
             pass
 
