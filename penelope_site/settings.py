@@ -79,6 +79,8 @@ PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)
 WEBHOOK_ATTEMPTS_S = env_floats("WEBHOOK_ATTEMPTS_S", "0,60,300,600")
 WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
+# Opt-in: refuse callbacks into loopback, private, link-local and metadata addresses.
+WEBHOOK_REFUSE_PRIVATE = env_bool("WEBHOOK_REFUSE_PRIVATE", False)
 MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
 MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)
 SWEEP_S = env_float("SWEEP_S", 60)
@@ -108,6 +110,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "browser",
     "plugins",
     "media_store",
@@ -115,6 +118,7 @@ INSTALLED_APPS = [
     "jobs",
     "worker",
     "demo_site",
+    "waker",
 ]
 
 MIDDLEWARE = [
@@ -172,7 +176,32 @@ STATIC_URL = "static/"
 # Bodies and headers have size limits: a plugin's parameters are small.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
 
-REST_FRAMEWORK = {"UNAUTHENTICATED_USER": None}
+REST_FRAMEWORK = {
+    "UNAUTHENTICATED_USER": None,
+    # The views are plain async Django views; DRF serializers validate their
+    # parameters and drf-spectacular describes them (penelope_site/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# The OpenAPI document served at /api/v1/schema.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Penelope worker API",
+    "DESCRIPTION": (
+        "One worker drives one persona's browser: plugin actions and primitives on named pages, leases, "
+        "async jobs (polling or webhook), media downloads. Every error is the envelope "
+        '`{"success": false, "error": "<sentence>", "page_id": <id or null>}`. See docs/reference/API.md.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "bearerAuth": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <PENELOPE_KEY>`."}
+        }
+    },
+    # Enums stay inline (`"success": true` is an enum of one): no enum components to name.
+    "POSTPROCESSING_HOOKS": ["penelope_site.schema.without_enum_ids"],
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+}
 
 LOGGING = {
     "version": 1,
@@ -182,3 +211,20 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("PENELOPE_LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"level": "CRITICAL"}, "daphne": {"level": "WARNING"}},
 }
+
+# --- The waker (`manage.py waker`) ---------------------------------------------------
+# One process that runs a worker per persona; it reads these, a worker does not.
+
+WAKER_HOST = env_str("WAKER_HOST", "127.0.0.1")
+WAKER_PORT = env_int("WAKER_PORT", 5100)
+# The key of the waker's own API. When unset, the one in `waker.key` beside the
+# personas file is used; when that is missing too, `waker` generates one.
+WAKER_KEY = env_str("WAKER_KEY")
+# The personas, a JSON file read at start (docs/reference/WAKER_API.md).
+WAKER_PERSONAS = Path(env_str("WAKER_PERSONAS", "./personas.json")).resolve()
+# How often the waker reads each running worker's activity.
+WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
+# How long a worker may take to answer its health check after it is started.
+WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
+# How long a worker has to stop after SIGTERM before it gets SIGKILL.
+WAKER_STOP_GRACE_S = env_float("WAKER_STOP_GRACE_S", 30)

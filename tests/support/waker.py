@@ -1,0 +1,169 @@
+"""Start a real waker (`manage.py waker`) in a subprocess on loopback, with a
+personas file of the test's own; the waker starts real workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.worker import ROOT, free_port, wait_until
+
+WAKER_TEST_KEY = "waker-test-key-0123456789"
+
+
+class WakerProcess:
+    def __init__(self, directory: Path, personas: list[dict[str, Any]], env: dict[str, str] | None = None):
+        """`personas` as in the file, without ports: each gets a free one."""
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.personas = {p["name"]: {"port": free_port(), "store": p["name"], **p} for p in personas}
+        self.env = dict(env or {})
+        self.port = free_port()
+        self.key = WAKER_TEST_KEY
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.directory / "waker.log"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def store(self, name: str) -> Path:
+        return (self.directory / self.personas[name]["store"]).resolve()
+
+    def worker_key(self, name: str) -> str:
+        return self.personas[name].get("env", {}).get("PENELOPE_KEY") or (self.store(name) / "key").read_text().strip()
+
+    def start(self, timeout: float = 30) -> WakerProcess:
+        personas_file = self.directory / "personas.json"
+        personas_file.write_text(json.dumps({"personas": list(self.personas.values())}, indent=2))
+        env = {
+            **os.environ,
+            "WAKER_PORT": str(self.port),
+            "WAKER_KEY": self.key,
+            "WAKER_PERSONAS": str(personas_file),
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "waker"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the waker exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.base_url + "/api/v1/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the waker did not answer in {timeout} s:\n{self.log()}")
+
+    def client(self, timeout: float = 60) -> httpx.Client:
+        """The waker's own API, with its key."""
+        return httpx.Client(
+            base_url=self.base_url + "/api/v1", headers={"Authorization": f"Bearer {self.key}"}, timeout=timeout
+        )
+
+    def through(self, name: str, timeout: float = 60, key: str | None = None) -> httpx.Client:
+        """A client of the persona's worker API through the waker (`/w/{name}/api/v1`)."""
+        return httpx.Client(
+            base_url=f"{self.base_url}/w/{name}/api/v1",
+            headers={"Authorization": f"Bearer {key or self.worker_key(name)}"},
+            timeout=timeout,
+        )
+
+    def direct(self, name: str, timeout: float = 60) -> httpx.Client:
+        """A client of the persona's worker on its own port, past the waker."""
+        return httpx.Client(
+            base_url=f"http://127.0.0.1:{self.personas[name]['port']}/api/v1",
+            headers={"Authorization": f"Bearer {self.worker_key(name)}"},
+            timeout=timeout,
+        )
+
+    def persona(self, name: str) -> dict[str, Any]:
+        with self.client() as api:
+            response = api.get(f"/personas/{name}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_for(self, name: str, condition, timeout: float = 30, what: str = "") -> dict[str, Any]:
+        """Poll the persona until `condition(body)` holds; answers that body."""
+
+        def met() -> dict[str, Any] | None:
+            body = self.persona(name)
+            return body if condition(body) else None
+
+        return wait_until(
+            met,
+            timeout=timeout,
+            interval=0.05,
+            what=what or f"persona {name} to meet the condition",
+        )
+
+    def start_persona(self, name: str) -> dict[str, Any]:
+        with self.client() as api:
+            response = api.post(f"/personas/{name}/start")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def workers(self, name: str | None = None) -> list[int]:
+        """Live worker processes serving this waker's stores (or one persona's)."""
+        stores = [self.store(name)] if name else [self.store(each) for each in self.personas]
+        return [pid for pid, store in _worker_processes() if Path(store).resolve() in stores]
+
+    def stop(self, timeout: float = 60) -> list[int]:
+        """SIGTERM and wait: the waker stops its workers first. Answers the
+        workers still alive after it exited (none, unless a bug), killed here so
+        they do not outlive the test."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        left = self.workers()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        return left
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+
+def _worker_processes() -> list[tuple[int, str]]:
+    """(pid, PENELOPE_STORE) of every live `manage.py serve` on the machine."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if stat.read().rpartition(")")[2].split()[0] == "Z":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                if b"manage.py\0serve" not in cmd.read():
+                    continue
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                variables = dict(item.partition(b"=")[::2] for item in environ.read().split(b"\0") if item)
+        except OSError:
+            continue
+        store = variables.get(b"PENELOPE_STORE")
+        if store:
+            found.append((int(entry), store.decode(errors="replace")))
+    return found

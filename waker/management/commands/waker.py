@@ -1,0 +1,119 @@
+"""`python manage.py waker`: run the waker.
+
+One process, on its own port and key: it runs a worker (`manage.py serve`)
+per persona as a child process, serves its API and `/w/{persona}/...` with
+daphne, and runs each persona's policy, all on one asyncio event loop. First
+SIGTERM/SIGINT stops every worker cleanly, then the waker; a second exits now
+(the workers then get SIGTERM from the kernel, see `_stop_with_the_waker`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from waker.personas import PersonasInvalid, load_personas
+
+log = logging.getLogger("penelope.waker")
+
+
+def ensure_waker_key(stdout, key_file: Path) -> None:
+    """WAKER_KEY from the environment, else from `key_file`, else generated there and printed once."""
+    if settings.WAKER_KEY:
+        return
+    try:
+        settings.WAKER_KEY = key_file.read_text().strip()
+    except FileNotFoundError:
+        pass
+    if settings.WAKER_KEY:
+        return
+    key = secrets.token_urlsafe(32)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    settings.WAKER_KEY = key
+    stdout.write(f"Generated WAKER_KEY (kept in {key_file}): {key}\n")
+    stdout.flush()
+
+
+class Command(BaseCommand):
+    help = "Run the waker: a worker per persona, started on demand, stopped when idle, never under work."
+    # The checks look at the worker's URLs and models, which the waker neither serves nor uses.
+    requires_system_checks = ()
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=settings.WAKER_HOST)
+        parser.add_argument("--port", type=int, default=settings.WAKER_PORT)
+        parser.add_argument("--personas", type=Path, default=settings.WAKER_PERSONAS, help="the personas file")
+
+    def handle(self, *args, host: str, port: int, personas: Path, **options):
+        personas = personas.resolve()
+        try:
+            loaded = load_personas(personas, waker_port=port)
+        except PersonasInvalid as error:
+            raise CommandError(str(error)) from None
+        ensure_waker_key(self.stdout, personas.parent / "waker.key")
+        # httpx logs each request at INFO: for the waker that is an activity
+        # read per worker every WAKER_POLL_S, which would bury its own log.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+        # The waker's own routes, without the worker's gate (its key, its
+        # activity and request log): set before the ASGI handler loads them.
+        # CommonMiddleware gives each answer its Content-Length.
+        settings.ROOT_URLCONF = "waker.urls"
+        settings.MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+
+        # daphne installs Twisted's asyncio reactor on import; its loop is the
+        # one everything runs on.
+        import daphne.server
+        from django.core.asgi import get_asgi_application
+        from twisted.internet import defer, reactor
+
+        from waker import supervisor as supervision
+        from waker.proxy import WakerApplication
+
+        loop = reactor._asyncioEventloop
+        asyncio.set_event_loop(loop)
+        supervisor = supervision.running = supervision.Supervisor(loaded)
+        server = daphne.server.Server(
+            application=WakerApplication(get_asgi_application(), supervisor),
+            endpoints=[f"tcp:port={port}:interface={host}"],
+            signal_handlers=False,
+            verbosity=0,
+            # Called only once the port is bound: no worker starts for a waker that cannot listen.
+            ready_callable=lambda: supervisor.start(loop),
+        )
+        stopping = []
+
+        def request_stop(signum: int) -> None:
+            if stopping:
+                log.warning("second signal: exiting now")
+                os._exit(1)
+            stopping.append(signum)
+            log.info("stopping (signal %s): stopping the workers first", signum)
+            reactor.stop()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, request_stop, signum)
+        reactor.addSystemEventTrigger(
+            "before", "shutdown", lambda: defer.Deferred.fromFuture(loop.create_task(supervisor.close()))
+        )
+        reactor.callWhenRunning(self._announce, host, port, personas, len(loaded))
+        server.run()
+        if not server.listening_addresses:
+            loop.run_until_complete(supervisor.close())
+            raise CommandError(f"Could not listen on {host}:{port}.")
+        log.info("waker stopped")
+        sys.stdout.flush()
+
+    def _announce(self, host: str, port: int, personas: Path, count: int) -> None:
+        self.stdout.write(f"Penelope waker on http://{host}:{port}/api/v1 ({count} personas from {personas})\n")
+        self.stdout.flush()

@@ -1,0 +1,553 @@
+"""One worker process per persona: started on demand, stopped when idle
+(`sleepy`) or recycled (`always`), never under work, restarted after a crash
+(`always`).
+
+Everything here runs on the waker's one event loop, so a state change with no
+`await` between its check and its write cannot interleave with another. The
+waker knows a worker only through its process and its HTTP API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from waker.personas import ALWAYS, SLEEPY, WORKER_HOST, Persona
+
+log = logging.getLogger("penelope.waker")
+
+STOPPED, STARTING, RUNNING, STOPPING = "stopped", "starting", "running", "stopping"
+PROJECT_DIR = Path(settings.BASE_DIR)
+# The worker's own settings that belong to one persona: never passed down
+# from the waker's environment, only from the persona.
+PERSONAL_ENV = ("PENELOPE_KEY", "PENELOPE_STORE", "PENELOPE_HOST", "PENELOPE_PORT", "PENELOPE_PROXY")
+HEALTH_POLL_S = 0.05
+# One activity read; a worker that cannot answer in this time is not stopped.
+ACTIVITY_TIMEOUT_S = 5.0
+# A failed start of an `always` worker is retried after 1, 2, 4, ... seconds, at most this.
+MAX_RETRY_S = 60.0
+LOG_TAIL_BYTES = 4000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+class StartFailed(Exception):
+    """The worker did not become healthy; the message says why."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class WorkInFlight(Exception):
+    """A stop that was not forced found work in flight; the message names it."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One read of the worker's `GET /api/v1/activity`."""
+
+    requests_in_flight: int
+    jobs_in_flight: int
+    webhooks_pending: int
+    idle_seconds: float
+    read_at: float  # epoch seconds
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self.requests_in_flight or self.jobs_in_flight or self.webhooks_pending)
+
+    def describe(self) -> str:
+        return (
+            f"requests: {self.requests_in_flight}, jobs running: {self.jobs_in_flight}, "
+            f"webhook jobs waiting for delivery: {self.webhooks_pending}"
+        )
+
+
+@dataclass
+class Child:
+    """One worker process and what the waker knows of its end."""
+
+    process: asyncio.subprocess.Process
+    stop_requested: bool = False
+    exited: bool = False
+    watcher: asyncio.Task[None] | None = None
+
+
+def _stop_with_the_waker(waker_pid: int):
+    """Run in the child before `exec`: the kernel sends it SIGTERM when the
+    waker dies, however it dies, so no worker outlives its waker."""
+
+    def arrange() -> None:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != waker_pid:  # the waker died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arrange
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((WORKER_HOST, port)) == 0
+
+
+def log_tail(path: Path) -> str:
+    """The last non-empty line of a worker's log: why it would not start."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+class PersonaWorker:
+    """The waker's side of one persona: its worker process, its state, and the policy."""
+
+    def __init__(self, persona: Persona, http: httpx.AsyncClient):
+        self.persona = persona
+        self.http = http
+        self.state = STOPPED
+        self.child: Child | None = None
+        self.started_at: float | None = None  # epoch seconds, when it became healthy
+        self.running_since = 0.0  # monotonic, when it became healthy
+        self.activity: Activity | None = None
+        self.activity_error: str | None = None
+        self.last_exit: dict[str, Any] | None = None
+        self.unexpected_exits = 0
+        # Requests the waker is passing to the worker now, and when the last one
+        # began: the guard against stopping a worker between its activity read
+        # and the SIGTERM.
+        self.forwards_in_flight = 0
+        self.last_forward_started = 0.0  # monotonic
+        # An operator stopped it: an `always` worker stays stopped until started.
+        self.stay_stopped = False
+        self.closing = False
+        self._transition = asyncio.Lock()
+        self._start_attempt: asyncio.Future[None] | None = None
+        self._failed_starts = 0
+        self._retry_at = 0.0  # monotonic
+
+    @property
+    def log_path(self) -> Path:
+        return self.persona.store / "worker.log"
+
+    def snapshot(self) -> dict[str, Any]:
+        """The persona as the waker's API shows it."""
+        persona, activity = self.persona, self.activity
+        return {
+            "name": persona.name,
+            "mode": persona.mode,
+            "state": self.state,
+            "pid": self.child.process.pid if self.child else None,
+            "base_url": persona.api_url,
+            "store": str(persona.store),
+            "idle_timeout_s": persona.idle_timeout_s,
+            "recycle_s": persona.recycle_s,
+            "started_at": round(self.started_at, 3) if self.started_at else None,
+            "idle_seconds": activity.idle_seconds if activity else None,
+            "requests_in_flight": activity.requests_in_flight if activity else None,
+            "jobs_in_flight": activity.jobs_in_flight if activity else None,
+            "webhooks_pending": activity.webhooks_pending if activity else None,
+            "activity_read_at": round(activity.read_at, 3) if activity else None,
+            "activity_error": self.activity_error,
+            "forwards_in_flight": self.forwards_in_flight,
+            "last_exit": self.last_exit,
+            "unexpected_exits": self.unexpected_exits,
+        }
+
+    # --- starting ------------------------------------------------------------------
+
+    async def ensure_running(self) -> None:
+        """Start the worker unless it runs; answer once it is healthy. Callers
+        that arrive during a start (or a stop) wait for it and share its outcome."""
+        self.stay_stopped = False
+        while self.state != RUNNING:
+            await self._join_start_attempt()
+
+    async def _join_start_attempt(self) -> None:
+        if self.closing:
+            raise StartFailed("The waker is stopping.")
+        if self._start_attempt is None:
+            attempt = asyncio.ensure_future(self._start_once())
+            self._start_attempt = attempt
+            attempt.add_done_callback(self._forget_attempt)
+        # Shielded: a client that goes away does not abort a start others wait for.
+        await asyncio.shield(self._start_attempt)
+
+    def _forget_attempt(self, attempt: asyncio.Future[None]) -> None:
+        if self._start_attempt is attempt:
+            self._start_attempt = None
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved here, so a start nobody awaited any more is not reported twice
+
+    async def _start_once(self) -> None:
+        async with self._transition:
+            if self.state != RUNNING:
+                await self._launch()
+
+    async def _launch(self) -> None:
+        """Start the process and wait until it is healthy. The caller holds the transition lock."""
+        persona = self.persona
+        self.state = STARTING
+        child: Child | None = None
+        try:
+            if port_in_use(persona.port):
+                raise StartFailed(f"Port {persona.port} is already in use by another process.")
+            persona.store.mkdir(parents=True, exist_ok=True)
+            # Opening a local file for append does not wait on anything worth a thread.
+            with open(self.log_path, "ab") as worker_log:  # noqa: ASYNC230
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "manage.py",
+                    "serve",
+                    cwd=PROJECT_DIR,
+                    env=self._worker_env(),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=worker_log,
+                    stderr=asyncio.subprocess.STDOUT,
+                    # Its own session: a Ctrl-C meant for the waker does not reach
+                    # the workers, which the waker then stops one by one.
+                    start_new_session=True,
+                    preexec_fn=_stop_with_the_waker(os.getpid()),
+                )
+            child = self.child = Child(process)
+            child.watcher = asyncio.ensure_future(self._watch(child))
+            await self._until_healthy(child)
+            if self.closing:
+                raise StartFailed("The waker is stopping.")
+        except BaseException:
+            if child is not None:
+                await self._terminate(child)
+            self._mark_stopped()
+            raise
+        self.state = RUNNING
+        self.started_at = time.time()
+        self.running_since = time.monotonic()
+        self.activity = None
+        self._failed_starts = 0
+        log.info("persona %s: worker %d running on %s", persona.name, child.process.pid, persona.api_url)
+
+    def _worker_env(self) -> dict[str, str]:
+        inherited = {
+            name: value
+            for name, value in os.environ.items()
+            if name not in PERSONAL_ENV and not name.startswith("WAKER_")
+        }
+        return {
+            **inherited,
+            **self.persona.env,
+            "PENELOPE_STORE": str(self.persona.store),
+            "PENELOPE_HOST": WORKER_HOST,
+            "PENELOPE_PORT": str(self.persona.port),
+            "PENELOPE_KEY": self.persona.key,
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    async def _until_healthy(self, child: Child) -> None:
+        timeout_s = settings.WAKER_START_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
+        health_url = self.persona.api_url + "/health"
+        while not self.closing:
+            if child.process.returncode is not None:
+                raise StartFailed(
+                    f"The worker exited with code {child.process.returncode} as it started: {log_tail(self.log_path)}"
+                )
+            try:
+                if (await self.http.get(health_url, timeout=1.0)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise StartFailed(f"The worker was not healthy within {timeout_s:g} s (WAKER_START_TIMEOUT_S).")
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    # --- stopping ------------------------------------------------------------------
+
+    async def stop(self, *, force: bool) -> None:
+        """Stop the worker, at the operator's request. Unless forced, refuse
+        (WorkInFlight) while it has work in flight. An `always` worker then
+        stays stopped until it is started again."""
+        if not force and self._start_attempt is not None:
+            with contextlib.suppress(StartFailed):
+                await asyncio.shield(self._start_attempt)
+        read_started = time.monotonic()
+        if not force and self.state == RUNNING:
+            activity = await self.read_activity()
+            if activity is None:
+                raise WorkInFlight(
+                    f"Persona {self.persona.name}'s activity cannot be read ({self.activity_error}); "
+                    'send {"force": true} to stop it anyway.'
+                )
+            if activity.in_flight:
+                raise WorkInFlight(
+                    f"Persona {self.persona.name} has work in flight ({activity.describe()}); "
+                    'send {"force": true} to stop it anyway.'
+                )
+        async with self._transition:
+            if not force and self.state == RUNNING and not self._quiet_since(read_started):
+                raise WorkInFlight(
+                    f"Persona {self.persona.name} has requests in flight through the waker; "
+                    'send {"force": true} to stop it anyway.'
+                )
+            self.stay_stopped = True
+            if self.child is not None:
+                log.info(
+                    "persona %s: stopping worker %d (asked%s)",
+                    self.persona.name,
+                    self.child.process.pid,
+                    ", forced" if force else "",
+                )
+                await self._terminate(self.child)
+
+    async def _terminate(self, child: Child) -> None:
+        """SIGTERM, and SIGKILL after WAKER_STOP_GRACE_S."""
+        self.state = STOPPING
+        process = child.process
+        if process.returncode is None:
+            child.stop_requested = True
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), settings.WAKER_STOP_GRACE_S)
+            except TimeoutError:
+                log.warning(
+                    "persona %s: worker %d did not stop within %g s; killing it",
+                    self.persona.name,
+                    process.pid,
+                    settings.WAKER_STOP_GRACE_S,
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        self._on_exit(child)
+        self._mark_stopped()
+
+    def _mark_stopped(self) -> None:
+        self.state = STOPPED
+        self.child = None
+        self.started_at = None
+        self.activity = None
+        self.activity_error = None
+
+    async def _watch(self, child: Child) -> None:
+        await child.process.wait()
+        self._on_exit(child)
+
+    def _on_exit(self, child: Child) -> None:
+        """Record a worker's end once, and handle an end nobody asked for."""
+        if child.exited:
+            return
+        child.exited = True
+        returncode = child.process.returncode
+        self.last_exit = {
+            "at": round(time.time(), 3),
+            "pid": child.process.pid,
+            "returncode": returncode,
+            "expected": child.stop_requested,
+        }
+        if child.stop_requested or self.child is not child or self.state != RUNNING:
+            return  # a stop in hand, or a start that reports its own failure
+        self.unexpected_exits += 1
+        then = "it is started again" if self.persona.mode == ALWAYS else "it is marked stopped"
+        log.warning(
+            "persona %s: worker %d exited unexpectedly with code %s; %s",
+            self.persona.name,
+            child.process.pid,
+            returncode,
+            then,
+        )
+        self._mark_stopped()
+
+    async def close(self) -> None:
+        """At the waker's stop: stop the worker whatever it is doing. A start
+        in progress sees `closing` and stops its own worker."""
+        self.closing = True
+        if self._start_attempt is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._start_attempt)
+        if self.child is not None:
+            log.info("persona %s: stopping worker %d (the waker stops)", self.persona.name, self.child.process.pid)
+            await self._terminate(self.child)
+
+    # --- the policy ----------------------------------------------------------------
+
+    async def run_policy(self) -> None:
+        """Every WAKER_POLL_S: start a stopped `always` worker, read a running
+        worker's activity, and stop (`sleepy`) or recycle (`always`) it when due."""
+        while True:
+            try:
+                await self.policy_step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("persona %s: the policy step failed; it goes on", self.persona.name)
+            await asyncio.sleep(settings.WAKER_POLL_S)
+
+    async def policy_step(self) -> None:
+        if self.state == STOPPED:
+            if self.persona.mode == ALWAYS and not self.stay_stopped and time.monotonic() >= self._retry_at:
+                await self._start_always()
+            return
+        if self.state != RUNNING:
+            return
+        read_started, child = time.monotonic(), self.child
+        activity = await self.read_activity()
+        if activity is None or activity.in_flight or not self._quiet_since(read_started):
+            return
+        running_for = time.monotonic() - self.running_since
+        if self.persona.mode == SLEEPY:
+            # The worker's idle clock starts when its process does, before the
+            # browser launch: a worker the waker started gets the whole timeout
+            # from the moment it answered, so its first client finds it up.
+            due = min(activity.idle_seconds, running_for) >= self.persona.idle_timeout_s
+        else:
+            due = running_for >= self.persona.recycle_s
+        if not due:
+            return
+        async with self._transition:
+            # Re-checked with no await before the SIGTERM: a request the waker
+            # began forwarding since the read keeps the worker up, and a worker
+            # started since is not the one that was read.
+            if self.state != RUNNING or self.child is not child or not self._quiet_since(read_started):
+                return
+            if self.persona.mode == SLEEPY:
+                log.info(
+                    "persona %s: idle %.1f s, stopping worker %d",
+                    self.persona.name,
+                    activity.idle_seconds,
+                    self.child.process.pid,
+                )
+            else:
+                log.info(
+                    "persona %s: recycling worker %d after %.0f s",
+                    self.persona.name,
+                    self.child.process.pid,
+                    time.monotonic() - self.running_since,
+                )
+            await self._terminate(self.child)
+        if self.persona.mode == ALWAYS:
+            await self._start_always()
+
+    async def _start_always(self) -> None:
+        try:
+            await self._join_start_attempt()
+        except StartFailed as error:
+            self._failed_starts += 1
+            delay = min(MAX_RETRY_S, 2.0 ** (self._failed_starts - 1))
+            self._retry_at = time.monotonic() + delay
+            log.warning(
+                "persona %s: the worker did not start (%s); trying again in %g s",
+                self.persona.name,
+                error.message,
+                delay,
+            )
+
+    def _quiet_since(self, moment: float) -> bool:
+        """No request through the waker in flight, and none begun since `moment`."""
+        return self.forwards_in_flight == 0 and self.last_forward_started < moment
+
+    async def read_activity(self) -> Activity | None:
+        """Read the worker's activity; None (and `activity_error`) when it cannot be read."""
+        url = self.persona.api_url + "/activity"
+        try:
+            response = await self.http.get(url, headers=self.auth_headers(), timeout=ACTIVITY_TIMEOUT_S)
+            if response.status_code != 200:
+                raise ValueError(f"it answered HTTP {response.status_code}")
+            body = response.json()
+            activity = Activity(
+                requests_in_flight=int(body["requests_in_flight"]),
+                jobs_in_flight=int(body["jobs_in_flight"]),
+                webhooks_pending=int(body["webhooks_pending"]),
+                idle_seconds=float(body["idle_seconds"]),
+                read_at=time.time(),
+            )
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+            reason = str(error) or error.__class__.__name__
+            if self.activity_error is None:
+                log.warning("persona %s: cannot read the worker's activity: %s", self.persona.name, reason)
+            self.activity_error = reason
+            return None
+        if self.state == RUNNING:  # a read that raced a stop leaves nothing behind
+            self.activity, self.activity_error = activity, None
+        return activity
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.persona.key}"}
+
+    @contextlib.contextmanager
+    def forwarding(self) -> Iterator[None]:
+        """Count a request the waker passes to the worker, for as long as it is in flight."""
+        self.forwards_in_flight += 1
+        self.last_forward_started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.forwards_in_flight -= 1
+
+
+class Supervisor:
+    """All the personas' workers and their policy loops."""
+
+    def __init__(self, personas: list[Persona]):
+        # Loopback only, so no proxy from the environment; a forwarded call may
+        # run for minutes, so reads have no timeout of their own (the worker's
+        # actions have theirs).
+        self.http = httpx.AsyncClient(
+            trust_env=False,
+            timeout=httpx.Timeout(ACTIVITY_TIMEOUT_S, read=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+        )
+        self.workers = {persona.name: PersonaWorker(persona, self.http) for persona in personas}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def get(self, name: str) -> PersonaWorker | None:
+        return self.workers.get(name)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the policy loops (an `always` worker starts in its first step)."""
+        self._tasks = [
+            loop.create_task(worker.run_policy(), name=f"policy {name}") for name, worker in self.workers.items()
+        ]
+
+    async def close(self) -> None:
+        """Stop the policy loops, then every worker, all at once."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        results = await asyncio.gather(*(worker.close() for worker in self.workers.values()), return_exceptions=True)
+        for worker, result in zip(self.workers.values(), results, strict=True):
+            if isinstance(result, Exception):
+                log.error("persona %s: the worker did not stop cleanly: %s", worker.persona.name, result)
+        await self.http.aclose()
+
+
+# The supervisor of the running `manage.py waker`, for its views and proxy.
+running: Supervisor | None = None
+
+
+def current() -> Supervisor:
+    if running is None:
+        raise RuntimeError("The waker's supervisor is not running in this process.")
+    return running
