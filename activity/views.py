@@ -7,20 +7,84 @@ import time
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 
 from activity import log as request_log
 from activity import tracker as tracking
 from browser.pages import registry
 from penelope_site.api import ApiError, api_view, json_response
+from penelope_site.schema import Success, described, operation
 
 DEFAULT_WINDOW_S = 3600.0
 
 
+class Health(Success):
+    status = serializers.ChoiceField(choices=["ok"])
+    browser = serializers.BooleanField(help_text="The browser is running.")
+
+
+class Activity(Success):
+    requests_in_flight = serializers.IntegerField(min_value=0)
+    jobs_in_flight = serializers.IntegerField(min_value=0)
+    webhooks_pending = serializers.IntegerField(min_value=0)
+    last_activity_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null before the first request.")
+    idle_seconds = serializers.FloatField(min_value=0, help_text="0 while a request, job or webhook is in flight.")
+    busy_pages = serializers.ListField(child=serializers.CharField())
+
+
+class Durations(serializers.Serializer):
+    p50 = serializers.FloatField()
+    p95 = serializers.FloatField()
+    max = serializers.FloatField()
+
+
+class RouteLoad(serializers.Serializer):
+    route = serializers.CharField()
+    kind = serializers.ChoiceField(choices=[request_log.KIND_HTTP, request_log.KIND_JOB])
+    count = serializers.IntegerField(min_value=1)
+    statuses = serializers.DictField(child=serializers.IntegerField(min_value=1), help_text="Count per status.")
+    duration_ms = Durations()
+
+
+class Workload(Success):
+    window_s = serializers.FloatField()
+    since = serializers.FloatField()
+    until = serializers.FloatField()
+    requests = serializers.IntegerField(min_value=0)
+    jobs = serializers.IntegerField(min_value=0)
+    routes = RouteLoad(many=True)
+
+
+WINDOW_S = OpenApiParameter(
+    "window_s",
+    {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+    description=f"The window, in seconds back from now ({DEFAULT_WINDOW_S:g} when absent).",
+)
+
+
+@described(
+    get=operation(
+        operation_id="health",
+        summary="Liveness; needs no key",
+        tags=["activity"],
+        public=True,
+        answers={200: Health},
+    )
+)
 @api_view("GET")
 async def health(request: HttpRequest) -> HttpResponse:
     return json_response({"success": True, "page_id": None, "status": "ok", "browser": registry.browser is not None})
 
 
+@described(
+    get=operation(
+        operation_id="activity",
+        summary="Requests and jobs in flight, idle time: what the waker reads",
+        tags=["activity"],
+        answers={200: Activity},
+    )
+)
 @api_view("GET")
 async def activity(request: HttpRequest) -> HttpResponse:
     now = time.time()
@@ -56,6 +120,16 @@ def window_from(request: HttpRequest) -> float:
     return window_s
 
 
+@described(
+    get=operation(
+        operation_id="workload",
+        summary="The request log, summarised per route",
+        tags=["activity"],
+        parameters=[WINDOW_S],
+        answers={200: Workload},
+        errors={400: "`window_s` is not a positive number."},
+    )
+)
 @api_view("GET")
 async def workload(request: HttpRequest) -> HttpResponse:
     window_s = window_from(request)

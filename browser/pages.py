@@ -91,12 +91,12 @@ class ManagedPage:
         lease = self.current_lease()
         if lease is None:
             if lease_id:
-                raise ApiError(423, f"Lease {lease_id[:64]} is unknown or expired.", self.name)
+                raise ApiError(423, "The lease in X-Lease is unknown or expired.", self.name)
             return None
         if not lease_id:
             raise ApiError(423, f"Page {self.name} is leased; send its lease in X-Lease.", self.name)
         if not secrets.compare_digest(lease_id.encode(), lease.id.encode()):
-            raise ApiError(423, f"Lease {lease_id[:64]} does not hold page {self.name}.", self.name)
+            raise ApiError(423, f"The lease in X-Lease does not hold page {self.name}.", self.name)
         return lease
 
     def take_lease(self, ttl: float, lease_id: str | None) -> Lease:
@@ -108,7 +108,7 @@ class ManagedPage:
             lease.expires_at = time.monotonic() + ttl
             return lease
         if lease_id:
-            raise ApiError(423, f"Lease {lease_id[:64]} is unknown or expired.", self.name)
+            raise ApiError(423, "The lease in X-Lease is unknown or expired.", self.name)
         self.lease = Lease(id=secrets.token_hex(16), ttl=ttl, expires_at=time.monotonic() + ttl)
         return self.lease
 

@@ -7,11 +7,26 @@ import time
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from browser.pages import registry, validate_page_id
 from browser.purge import purge_idle_pages
 from penelope_site.api import ApiError, api_view, json_response, read_json_body
+from penelope_site.schema import (
+    BODY_ERRORS,
+    JOB_ID_PATTERN,
+    LEASE_ID_PATTERN,
+    PAGE_ID,
+    PAGE_ID_SCHEMA_PATTERN,
+    PageSuccess,
+    Success,
+    TrueField,
+    TtlField,
+    described,
+    operation,
+    x_lease,
+)
 from plugins.framework import describe_errors
 
 
@@ -25,7 +40,7 @@ class OpenPageParams(serializers.Serializer):
 
 
 class LeaseParams(serializers.Serializer):
-    ttl = serializers.FloatField()
+    ttl = TtlField(help_text="Seconds, more than 0 and at most MAX_TTL_S; decimals allowed.")
 
     def validate_ttl(self, ttl: float) -> float:
         if isinstance(self.initial_data.get("ttl"), bool):
@@ -35,6 +50,63 @@ class LeaseParams(serializers.Serializer):
         return ttl
 
 
+# --- the answers' shapes, for the schema -------------------------------------------
+
+
+class PageState(serializers.Serializer):
+    page_id = serializers.CharField()
+    busy = serializers.BooleanField(help_text="A call or a job runs on it now.")
+    waiting = serializers.IntegerField(min_value=0, help_text="Calls queued for it.")
+    job_id = serializers.RegexField(JOB_ID_PATTERN, allow_null=True, help_text="The job running on it, or null.")
+    leased = serializers.BooleanField()
+    lease_expires_in = serializers.FloatField(
+        min_value=0, allow_null=True, help_text="Seconds left on the lease (its full TTL while a call runs under it), or null."
+    )
+    url = serializers.CharField(allow_blank=True, help_text="The tab's address.")
+
+
+class PageAnswer(PageState, PageSuccess):
+    pass
+
+
+class PageList(Success):
+    max_pages = serializers.IntegerField(help_text="MAX_PAGES.")
+    pages = PageState(many=True)
+
+
+class OpenPageBody(serializers.Serializer):
+    page_id = serializers.RegexField(PAGE_ID_SCHEMA_PATTERN, help_text="The new page's id; another answers 400.")
+
+
+class PageClosed(PageSuccess):
+    closed = TrueField()
+
+
+class LeaseTaken(PageSuccess):
+    lease = serializers.RegexField(LEASE_ID_PATTERN, help_text="The lease id: send it in X-Lease.")
+    ttl = serializers.FloatField()
+    expires_in = serializers.FloatField(min_value=0)
+
+
+class LeaseReleased(PageSuccess):
+    released = TrueField()
+
+
+class SkippedPage(serializers.Serializer):
+    page_id = serializers.CharField()
+    reason = serializers.ChoiceField(choices=["busy", "job", "leased", "closed", "error"])
+
+
+class PurgeReport(Success):
+    purged = serializers.ListField(child=serializers.CharField())
+    skipped = SkippedPage(many=True)
+    browser_caches_cleared = serializers.BooleanField()
+    memory_before = serializers.DictField(child=serializers.IntegerField(), help_text="`rss_bytes`: the browser's resident memory.")
+    memory_after = serializers.DictField(child=serializers.IntegerField())
+    freed_bytes = serializers.IntegerField(help_text="Negative when a page grew meanwhile.")
+    duration_ms = serializers.FloatField(min_value=0)
+
+
 def validated(serializer_class: type[serializers.Serializer], data: dict) -> dict:
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
@@ -42,6 +114,27 @@ def validated(serializer_class: type[serializers.Serializer], data: dict) -> dic
     return serializer.validated_data
 
 
+@described(
+    get=operation(
+        operation_id="listPages",
+        summary="List the open pages",
+        tags=["pages"],
+        answers={200: PageList},
+    ),
+    post=operation(
+        operation_id="openPage",
+        summary="Open a page (a new tab)",
+        tags=["pages"],
+        request=OpenPageBody,
+        answers={201: PageAnswer},
+        errors={
+            400: "`page_id` missing, malformed or reserved.",
+            409: "The page is already open, or MAX_PAGES pages are open.",
+            **dict.fromkeys(BODY_ERRORS, ""),
+            503: "",
+        },
+    ),
+)
 @api_view("GET", "POST")
 async def pages(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
@@ -54,6 +147,29 @@ async def pages(request: HttpRequest) -> HttpResponse:
     return json_response({"success": True, **page.state()}, 201)
 
 
+@described(
+    get=operation(
+        operation_id="getPage",
+        summary="One page's state",
+        tags=["pages"],
+        parameters=[PAGE_ID],
+        answers={200: PageAnswer},
+        errors={400: "", 404: "The page is not open."},
+    ),
+    delete=operation(
+        operation_id="closePage",
+        summary="Close a page",
+        tags=["pages"],
+        parameters=[PAGE_ID, x_lease()],
+        answers={200: PageClosed},
+        errors={
+            400: "",
+            404: "The page is not open.",
+            409: "The page is main (it stays open), or a call or job runs on it or waits for it.",
+            423: "",
+        },
+    ),
+)
 @api_view("GET", "DELETE")
 async def page_detail(request: HttpRequest, page_id: str) -> HttpResponse:
     validate_page_id(page_id)
@@ -64,6 +180,28 @@ async def page_detail(request: HttpRequest, page_id: str) -> HttpResponse:
     return json_response({"success": True, "page_id": page_id, "closed": True})
 
 
+@described(
+    post=operation(
+        operation_id="takeLease",
+        summary="Take a lease on a page, or renew one's own",
+        tags=["leases"],
+        parameters=[PAGE_ID, x_lease("To renew: the lease held. Without it, a new lease on an unleased page.")],
+        request=LeaseParams,
+        answers={
+            201: OpenApiResponse(LeaseTaken, "A new lease."),
+            200: OpenApiResponse(LeaseTaken, "The lease in X-Lease, renewed with the new ttl."),
+        },
+        errors={400: "`ttl` missing or out of range, or a bad page id.", 404: "The page is not open.", 423: "", **dict.fromkeys(BODY_ERRORS, "")},
+    ),
+    delete=operation(
+        operation_id="releaseLease",
+        summary="Release a page's lease",
+        tags=["leases"],
+        parameters=[PAGE_ID, x_lease("The lease to release.")],
+        answers={200: LeaseReleased},
+        errors={400: "", 404: "The page is not open.", 423: "No X-Lease, another lease's id, or no lease to release."},
+    ),
+)
 @api_view("POST", "DELETE")
 async def lease(request: HttpRequest, page_id: str) -> HttpResponse:
     lease_id = request.headers.get("X-Lease")
@@ -82,6 +220,16 @@ async def lease(request: HttpRequest, page_id: str) -> HttpResponse:
     return json_response({"success": True, "page_id": page_id, "released": True})
 
 
+@described(
+    post=operation(
+        operation_id="purgeMemory",
+        summary="Free memory on every idle page now",
+        tags=["pages"],
+        request=None,
+        answers={200: PurgeReport},
+        errors={503: ""},
+    )
+)
 @api_view("POST")
 async def purge(request: HttpRequest) -> HttpResponse:
     """Free memory on every idle page now; the same as the `purge` loop."""

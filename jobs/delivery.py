@@ -24,6 +24,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 
 from activity.tracker import tracker
+from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job
 from jobs.service import discard, job_body
 from media_store import store as media
@@ -120,9 +121,15 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
     began = time.monotonic()
     status_code: int | None = None
     error: str | None = None
+    url, extensions = attempt.url, {}
     try:
+        if settings.WEBHOOK_REFUSE_PRIVATE:
+            url, host_header, extensions = await pinned_request(attempt.url)
+            headers.update(host_header)
         async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
-            async with client.stream("POST", attempt.url, content=attempt.body, headers=headers) as response:
+            async with client.stream(
+                "POST", url, content=attempt.body, headers=headers, extensions=extensions
+            ) as response:
                 status_code = response.status_code
                 # The answer must arrive whole (a connection dropped mid-answer
                 # is a network error), but a huge one is not read to its end.
@@ -134,6 +141,10 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
         outcome = classify(status_code)
         if outcome != DeliveryAttempt.Outcome.DELIVERED:
             error = f"the receiver answered HTTP {status_code}"
+    except CallbackRefused as refused:
+        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, str(refused)
+    except CallbackUnresolved as unresolved:
+        outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {unresolved}"
     except TimeoutError:
         outcome, error = DeliveryAttempt.Outcome.RETRY, f"no answer within {settings.WEBHOOK_TIMEOUT_S:g} s"
     except httpx.HTTPError as failure:

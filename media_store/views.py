@@ -8,10 +8,13 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from media_store import store
 from media_store.models import MediaFile
 from penelope_site.api import ApiError, api_view
+from penelope_site.schema import described, operation
 
 CHUNK = 256 * 1024
 NOT_FOUND = "No such media file: the link is unknown, used or expired."
@@ -21,6 +24,27 @@ NOT_FOUND = "No such media file: the link is unknown, used or expired."
 _downloading: set[str] = set()
 
 
+@described(
+    get=operation(
+        operation_id="downloadMedia",
+        summary="Download a plugin's file",
+        description="A plain call's link is one-shot: the first download that reaches its last byte uses it up.",
+        tags=["media"],
+        parameters=[
+            OpenApiParameter("token", str, OpenApiParameter.PATH, description="The token in a `media.url`."),
+            *(
+                OpenApiParameter(name, kind, OpenApiParameter.HEADER, required=True, response=[200], description=what)
+                for name, kind, what in (
+                    ("Content-Length", int, "The file's size in bytes."),
+                    ("Content-Disposition", str, 'attachment; filename="..."'),
+                    ("Cache-Control", str, "no-store"),
+                )
+            ),
+        ],
+        answers={(200, "*/*"): OpenApiResponse(OpenApiTypes.BINARY, "The file, with its own Content-Type.")},
+        errors={404: "No such media file: unknown, used or expired."},
+    )
+)
 @api_view("GET")
 async def download(request: HttpRequest, token: str) -> StreamingHttpResponse:
     item = await sync_to_async(store.find_available)(token)

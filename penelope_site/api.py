@@ -9,7 +9,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("penelope.api")
@@ -35,8 +36,10 @@ def error_body(message: str, page_id: str | None) -> dict[str, Any]:
 
 
 def json_response(body: dict[str, Any], status: int = 200) -> HttpResponse:
+    # allow_nan=False: NaN and Infinity are not JSON; such a value raises here
+    # (a 500 with the envelope) instead of going out as a body no client parses.
     return HttpResponse(
-        json.dumps(body, separators=(",", ":")),
+        json.dumps(body, separators=(",", ":"), allow_nan=False),
         status=status,
         content_type="application/json",
     )
@@ -54,6 +57,8 @@ def internal_error(page_id: str | None = None) -> ApiError:
 
 
 View = Callable[..., Awaitable[HttpResponse]]
+
+TOO_MANY_PARAMETERS = "The request has more than {} parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS)."
 
 
 def api_view(*methods: str) -> Callable[[View], View]:
@@ -78,11 +83,15 @@ def api_view(*methods: str) -> Callable[[View], View]:
                 if error.page_id is None:
                     error.page_id = page_id
                 return error_response(error)
+            except TooManyFieldsSent:  # raised by the first read of request.GET
+                return error_response(ApiError(400, TOO_MANY_PARAMETERS.format(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS), page_id))
             except Exception:
                 log.exception("unexpected error in %s %s", request.method, request.path)
                 return error_response(internal_error(page_id))
 
         wrapper.csrf_exempt = True  # bearer-key API: no cookies, no CSRF
+        # What the OpenAPI description checks its operations against.
+        wrapper.allowed_methods = frozenset(allowed)
         return wrapper
 
     return decorate

@@ -10,6 +10,7 @@ from activity import views as activity_views
 from browser import views as browser_views
 from jobs import views as job_views
 from media_store import views as media_views
+from penelope_site import schema
 from penelope_site.api import API_PREFIX, ApiError, error_response, internal_error
 from plugins import views as plugin_views
 
@@ -20,6 +21,7 @@ urlpatterns = [
     path(api + "activity", activity_views.activity, name="activity"),
     path(api + "workload", activity_views.workload, name="workload"),
     path(api + "purge", browser_views.purge, name="purge"),
+    path(api + "schema", schema.schema, name="schema"),
     path(api + "pages", browser_views.pages, name="pages"),
     path(api + "media/<str:token>", media_views.download, name="media"),
     path(api + "jobs/<str:job_id>", job_views.poll, name="job"),

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -172,6 +174,8 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
             message = f"{action.route} ran past its time limit of {limit:g} s."
         return 408, error_body(message, page_id)
     except PlaywrightError as error:
+        if BAD_SELECTOR.search(error.message or ""):
+            return 400, error_body(f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id)
         log.warning("%s on page %s failed: %s", action.route, page_id, error.message)
         return 502, error_body(f"{action.route} failed in the browser: {first_line(error.message)}", page_id)
     except Exception:
@@ -180,7 +184,18 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
     if not isinstance(result, dict):
         log.error("%s returned %r instead of a dict", action.route, type(result))
         return 500, error_body(f"{action.route} returned no result object.", page_id)
+    try:
+        # A job stores the result as JSON and a plain call sends it: both need strict JSON.
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError):
+        log.error("%s returned a result that is not strict JSON", action.route)
+        return 500, error_body(f"{action.route} returned a result that cannot be sent as JSON.", page_id)
     return 200, {"success": True, "page_id": page_id, **result}
+
+
+# A selector the browser cannot parse is the caller's mistake (400), not a
+# failure of the browser (502): Playwright's selector parser, or the DOM's.
+BAD_SELECTOR = re.compile(r"while parsing (?:css )?selector|is not a valid (?:selector|XPath expression)")
 
 
 def first_line(text: str) -> str:

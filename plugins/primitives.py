@@ -126,7 +126,7 @@ async def evaluate(page: Page, params: dict[str, Any], ctx: Context) -> dict[str
             raise
         raise PluginError(400, f"The expression failed: {error.message.splitlines()[0][:300]}") from None
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)  # NaN and Infinity are not JSON
     except (TypeError, ValueError):
         raise PluginError(400, "The expression's value cannot be sent as JSON.") from None
     return {"value": value}

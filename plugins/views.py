@@ -12,22 +12,36 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from browser.pages import ManagedPage, registry, validate_page_id
 from penelope_site.api import ApiError, api_view, json_response, read_json_body
+from penelope_site.schema import (
+    BODY_ERRORS,
+    PAGE_ID,
+    ErrorEnvelope,
+    PageSuccess,
+    described,
+    operation,
+    x_lease,
+)
 from plugins.calls import run_plain
-from plugins.framework import Action, find_action
+from plugins.framework import Action, families, find_action
 from plugins.primitives import primitives
 
 
 class JobHook(Protocol):
-    def options(self, request: HttpRequest) -> Any | None:
+    async def options(self, request: HttpRequest) -> Any | None:
         """The job options the request's headers ask for (None: a plain call); 400 if bad."""
 
     async def submit(
         self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: Any
     ) -> HttpResponse:
         """Claim the page for a job and answer 202."""
+
+    def describe(self) -> dict[str, Any]:
+        """For the schema: the job headers (`parameters`), the 202 (`answers`)
+        and the statuses a job start adds (`errors`)."""
 
 
 job_hook: JobHook | None = None
@@ -41,10 +55,133 @@ def call_parameters(request: HttpRequest) -> dict[str, Any]:
     return read_json_body(request)
 
 
+# --- the routes' description, read when the schema is generated -------------------------
+
+
+class ActionAnswer(PageSuccess):
+    """`success`, `page_id` and the fields the action answers."""
+
+
+FREE_FORM = {"type": "object", "additionalProperties": True}
+
+
+def action_parameters(action: Action) -> str:
+    if action.params is None:
+        return "none"
+    fields = action.params().fields.items()
+    return ", ".join(f"`{name}`" + ("" if field.required else " (optional)") for name, field in fields)
+
+
+def plugin_operation(method: str) -> dict[str, Any]:
+    loaded = families()
+    first = next(iter(loaded.values()), None)
+    example = None
+    if first is not None and first.actions:
+        example = (first.name, "state" if "state" in first.actions else next(iter(first.actions)))
+    actions = "\n".join(
+        f"- `{action.route}`: {action_parameters(action)}" for family in loaded.values() for action in family.actions.values()
+    )
+    jobs = job_hook.describe() if job_hook else {}
+    parameters = [
+        PAGE_ID,
+        OpenApiParameter(
+            "family", str, OpenApiParameter.PATH, description="A plugin family of PENELOPE_PLUGINS.",
+            examples=[OpenApiExample(example[0], value=example[0])] if example else None,
+        ),
+        OpenApiParameter(
+            "action", str, OpenApiParameter.PATH, description="One of the family's actions.",
+            examples=[OpenApiExample(example[1], value=example[1])] if example else None,
+        ),
+        x_lease(),
+        *jobs.get("parameters", []),
+    ]
+    if method == "GET":
+        parameters.append(
+            OpenApiParameter(
+                "parameters",
+                {"type": "object", "additionalProperties": {"type": "string"}},
+                OpenApiParameter.QUERY,
+                style="form",
+                explode=True,
+                description="The action's parameters, one query parameter each, converted as the action declares.",
+            )
+        )
+    errors = {
+        400: "A parameter is missing or invalid (a selector the browser cannot parse too), or a bad job header.",
+        404: "The page is not open, no such action, or the action's own 'not found'.",
+        408: "",
+        409: "The page stayed busy for PAGE_WAIT_S.",
+        423: "",
+        500: "The action raised an unexpected error or returned no object.",
+        502: "",
+        503: "The browser is not running, or a family's own service is off (the demo site).",
+        507: "",
+        **jobs.get("errors", {}),
+    }
+    if method == "POST":
+        errors.update(dict.fromkeys(BODY_ERRORS, ""))
+    where = "the query string" if method == "GET" else "the JSON object body"
+    return operation(
+        operation_id="callPlugin" if method == "GET" else "callPluginWithBody",
+        summary=f"Run a plugin action on a page, parameters in {where}",
+        description=(
+            f"Runs `{{family}}/{{action}}` on the page, with its parameters in {where}; parameters the action does "
+            "not declare are ignored. With a job header it answers 202 at once instead.\n\n"
+            f"The actions of this worker and their parameters:\n\n{actions}"
+        ),
+        tags=["plugins"],
+        parameters=parameters,
+        callbacks=jobs.get("callbacks"),
+        request={"application/json": FREE_FORM} if method == "POST" else None,
+        answers={
+            200: OpenApiResponse(ActionAnswer, "The action's answer."),
+            **jobs.get("answers", {}),
+            "default": OpenApiResponse(ErrorEnvelope, "A status of the action's own, with the envelope."),
+        },
+        errors=errors,
+    )
+
+
+def primitive_operation() -> dict[str, Any]:
+    names = "\n".join(f"- `{name}`: {action_parameters(action)}" for name, action in primitives.actions.items())
+    return operation(
+        operation_id="callPrimitive",
+        summary="One low-level page step",
+        description=(
+            "Runs one primitive on the page, synchronously (never as a job), with its parameters in the JSON "
+            f"object body.\n\nThe primitives and their parameters:\n\n{names}"
+        ),
+        tags=["plugins"],
+        parameters=[
+            PAGE_ID,
+            OpenApiParameter(
+                "name", str, OpenApiParameter.PATH, description="The primitive.",
+                examples=[OpenApiExample("content", value="content")],
+            ),
+            x_lease(),
+        ],
+        request={"application/json": FREE_FORM},
+        answers={200: OpenApiResponse(ActionAnswer, "The primitive's answer.")},
+        errors={
+            400: "A parameter is missing or invalid (a selector the browser cannot parse too), or a job header.",
+            404: "The page is not open, or no such primitive.",
+            408: "",
+            409: "The page stayed busy for PAGE_WAIT_S.",
+            423: "",
+            500: "",
+            502: "",
+            503: "",
+            507: "",
+            **dict.fromkeys(BODY_ERRORS, ""),
+        },
+    )
+
+
+@described(get=lambda: plugin_operation("GET"), post=lambda: plugin_operation("POST"))
 @api_view("GET", "POST")
 async def plugin_call(request: HttpRequest, page_id: str, family: str, action: str) -> HttpResponse:
     data = call_parameters(request)
-    job_options = job_hook.options(request) if job_hook else None
+    job_options = await job_hook.options(request) if job_hook else None
     validate_page_id(page_id)
     found = find_action(family, action)
     params = found.validate(data) if found else {}
@@ -59,6 +196,7 @@ async def plugin_call(request: HttpRequest, page_id: str, family: str, action: s
     return json_response(outcome.body, outcome.status)
 
 
+@described(post=primitive_operation)
 @api_view("POST")
 async def primitive_call(request: HttpRequest, page_id: str, name: str) -> HttpResponse:
     data = read_json_body(request)

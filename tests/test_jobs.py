@@ -132,6 +132,7 @@ def test_status_and_result_are_exactly_the_plain_calls(api, site):
         ("testing/refuse", {}),  # the framework error
         ("testing/crash", {}),  # 500
         ("testing/overrun", {}),  # 408
+        ("testing/nan", {}),  # a result that is not strict JSON: 500, and the job still ends
     ]
     for action, params in cases:
         plain = api.post(f"/main/plugin/{action}", json=params)

@@ -50,6 +50,11 @@ async def overrun(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
     return {}
 
 
+@family.action("nan")
+async def nan(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return {"value": float("nan")}
+
+
 @family.action("close-tab")
 async def close_tab(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     await page.close()
