@@ -6,11 +6,11 @@ Django's ASGI handler gives each request a thread of its own for
 ORM work inside a request therefore opens a new SQLite connection each time
 (connect, Django's SQL functions, the WAL and synchronous PRAGMAs), and a task
 that outlives its request (a job's run) gets yet another new thread. The
-benchmark (`bench/`, docs/BENCHMARKS.md) showed the connection alone cost a
-job start and a poll more than the whole of the cheapest route. Work sent here
-runs on one thread whose connection stays open for the life of the process.
-SQLite takes one writer at a time anyway, and each call is one whole
-transaction, so running them one after another loses nothing.
+benchmark (`bench/`, docs/BENCHMARKS.md) found two thirds of a poll's database
+time going to that connection. Work sent here runs on one thread whose
+connection stays open for the life of the process. SQLite takes one writer at
+a time anyway and each call is one whole transaction; reads wait their turn
+too, each a fraction of a millisecond.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ R = TypeVar("R")
 executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="penelope-db")
 
 
-@functools.cache  # one wrapper per function: making one costs as much as a small query
+@functools.cache  # one wrapper per function: making one costs a good part of a small query
 def on_db_thread(fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     """`fn` (sync, one transaction) as a coroutine function run on the database thread."""
 

@@ -1,0 +1,2 @@
+"""Benchmarks: `python -m bench.run` (see docs/BENCHMARKS.md). Apart from the
+tests: they print figures and assert nothing."""

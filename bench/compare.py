@@ -1,0 +1,112 @@
+"""Before and after, side by side: the c=1 and c=32 measures of `bench.run`
+on two checkouts at once, their workers taking turns, so both see the same
+machine. A shared machine's load moves too much between two runs for a
+before/after of a few tenths of a millisecond.
+
+    python -m bench.compare --before /path/to/old/checkout [--after .]
+
+The old checkout needs no `bench/` of its own: its worker loads the `bench`
+plugin family from this one. Prints a table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import tests.support.worker as harness
+from bench import load
+from bench.run import HOLD, NOOP, PLUGINS, REFERENCE_ROUTE, start_job, wait_done
+from bench.stats import Latency, Throughput
+from tests.support.worker import WorkerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def checkout(tree: Path) -> Iterator[None]:
+    """Start workers from `tree`: the harness runs `manage.py serve` in its ROOT."""
+    saved = harness.ROOT
+    harness.ROOT = tree
+    try:
+        yield
+    finally:
+        harness.ROOT = saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, required=True, help="the checkout before the change")
+    parser.add_argument("--after", type=Path, default=ROOT, help="the checkout after it (this one)")
+    parser.add_argument("--requests", type=int, default=1000, help="c=1 pairs per worker")
+    parser.add_argument("--rounds", type=int, default=4, help="c=32 rounds per worker")
+    parser.add_argument("--seconds", type=float, default=5)
+    args = parser.parse_args()
+    client_name = load.load_client()
+
+    scratch = Path(tempfile.mkdtemp(prefix="penelope-compare-"))
+    trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    workers: dict[str, WorkerProcess] = {}
+    try:
+        for name, tree in trees.items():
+            env = {"PENELOPE_PLUGINS": PLUGINS, "PYTHONPATH": str(ROOT)}  # `bench.plugins` from here
+            with checkout(tree):
+                workers[name] = WorkerProcess(scratch / name, env=env).start()
+        clients = {name: worker.client() for name, worker in workers.items()}
+        timings: dict[tuple[str, str], list[float]] = {}
+        for n in range(args.requests):
+            order = list(clients.items()) if n % 2 == 0 else list(reversed(clients.items()))
+            for name, client in order:
+                steps = [("reference", lambda c=client: c.get(REFERENCE_ROUTE)),
+                         ("hold start", lambda c=client: start_job(c, HOLD))]
+                if n % 4 == 0:
+                    steps.append(("noop start", lambda c=client: start_job(c, NOOP)))
+                for step, call in steps:
+                    elapsed, answer = load.timed_ms(call)
+                    timings.setdefault((name, step), []).append(elapsed)
+                    if step != "reference":
+                        wait_done(client, answer)
+        polled = {name: start_job(client, NOOP, **{"X-Result-Ttl": "600"}) for name, client in clients.items()}
+        for name, client in clients.items():
+            wait_done(client, polled[name])
+        rounds: dict[tuple[str, str], list[Throughput]] = {}
+        for _ in range(args.rounds):
+            for name, worker in workers.items():
+                api = worker.base_url + "/api/v1"
+                for step, url in (("reference", api + REFERENCE_ROUTE), ("poll", f"{api}/jobs/{polled[name]}")):
+                    rounds.setdefault((name, step), []).append(
+                        load.throughput(url, worker.key, concurrency=32, seconds=args.seconds, client=client_name))
+        for client in clients.values():
+            client.close()
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"before: {trees['before']}\nafter:  {trees['after']}\n")
+    print("| measurement | before | after |\n|---|---|---|")
+    for step in ("reference", "hold start", "noop start"):
+        cells = []
+        for name in trees:
+            latency, ref = Latency.of(timings[(name, step)]), Latency.of(timings[(name, "reference")])
+            ratio = "" if step == "reference" else f" = {latency.p50 / ref.p50:.2f} × reference"
+            cells.append(f"p50 {latency.p50:.2f} ms, p99 {latency.p99:.2f} ms (n={latency.count}){ratio}")
+        print(f"| c=1 {step} | {cells[0]} | {cells[1]} |")
+    for step in ("reference", "poll"):
+        cells = []
+        for name in trees:
+            median = sorted(rounds[(name, step)], key=lambda r: r.rps)[len(rounds[(name, step)]) // 2]
+            reference = sorted(rounds[(name, "reference")], key=lambda r: r.rps)[len(rounds[(name, "reference")]) // 2]
+            errors = sum(r.errors for r in rounds[(name, step)])
+            ratio = "" if step == "reference" else f" = {median.rps / reference.rps:.2f} × reference"
+            cells.append(f"{median.rps:,.0f} req/s, p50 {median.p50:.1f} ms, {errors} errors{ratio}")
+        print(f"| c=32 {step} ({client_name}, median of {args.rounds} rounds of {args.seconds:g} s) "
+              f"| {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
