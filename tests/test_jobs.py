@@ -354,7 +354,7 @@ def test_the_attempt_schedule_and_each_class_of_answer(api, worker, receiver, sc
     job_id, hits = attempts_to(worker, api, receiver, scenario, outcomes)
     finished_at = json.loads(hits[0].body)["finished_at"]
     assert [h.headers["X-Penelope-Attempt"] for h in hits] == [str(n) for n in range(1, len(outcomes) + 1)]
-    for hit, offset in zip(hits, OFFSETS):
+    for hit, offset in zip(hits, OFFSETS, strict=False):
         assert hit.at >= finished_at + offset - 0.01  # never before its slot
     assert [json.loads(h.body)["delivery"]["attempts"] for h in hits] == list(range(1, len(outcomes) + 1))
     assert len({h.headers["X-Penelope-Job"] for h in hits}) == 1

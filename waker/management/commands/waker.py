@@ -9,17 +9,14 @@ SIGTERM/SIGINT stops every worker cleanly, then the waker; a second exits now
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import secrets
-import signal
 import sys
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from penelope_site.serving import event_loop, run_daphne, write_new_key
 from waker.personas import PersonasInvalid, load_personas
 
 log = logging.getLogger("penelope.waker")
@@ -35,11 +32,7 @@ def ensure_waker_key(stdout, key_file: Path) -> None:
         pass
     if settings.WAKER_KEY:
         return
-    key = secrets.token_urlsafe(32)
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key + "\n")
-    settings.WAKER_KEY = key
+    key = settings.WAKER_KEY = write_new_key(key_file)
     stdout.write(f"Generated WAKER_KEY (kept in {key_file}): {key}\n")
     stdout.flush()
 
@@ -71,44 +64,23 @@ class Command(BaseCommand):
         settings.ROOT_URLCONF = "waker.urls"
         settings.MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
 
-        # daphne installs Twisted's asyncio reactor on import; its loop is the
-        # one everything runs on.
-        import daphne.server
+        loop = event_loop()  # first: it installs the reactor daphne runs on
+
         from django.core.asgi import get_asgi_application
-        from twisted.internet import defer, reactor
 
         from waker import supervisor as supervision
         from waker.proxy import WakerApplication
 
-        loop = reactor._asyncioEventloop
-        asyncio.set_event_loop(loop)
         supervisor = supervision.running = supervision.Supervisor(loaded)
-        server = daphne.server.Server(
-            application=WakerApplication(get_asgi_application(), supervisor),
-            endpoints=[f"tcp:port={port}:interface={host}"],
-            signal_handlers=False,
-            verbosity=0,
+        listened = run_daphne(
+            WakerApplication(get_asgi_application(), supervisor),
+            host=host,
+            port=port,
             # Called only once the port is bound: no worker starts for a waker that cannot listen.
-            ready_callable=lambda: supervisor.start(loop),
+            on_ready=lambda: (supervisor.start(loop), self._announce(host, port, personas, len(loaded))),
+            on_stop=supervisor.close,  # every worker stops before the waker does
         )
-        stopping = []
-
-        def request_stop(signum: int) -> None:
-            if stopping:
-                log.warning("second signal: exiting now")
-                os._exit(1)
-            stopping.append(signum)
-            log.info("stopping (signal %s): stopping the workers first", signum)
-            reactor.stop()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, request_stop, signum)
-        reactor.addSystemEventTrigger(
-            "before", "shutdown", lambda: defer.Deferred.fromFuture(loop.create_task(supervisor.close()))
-        )
-        reactor.callWhenRunning(self._announce, host, port, personas, len(loaded))
-        server.run()
-        if not server.listening_addresses:
+        if not listened:
             loop.run_until_complete(supervisor.close())
             raise CommandError(f"Could not listen on {host}:{port}.")
         log.info("waker stopped")

@@ -7,11 +7,7 @@ First SIGTERM/SIGINT stops cleanly (the browser is closed); a second exits now.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import secrets
-import signal
 import sys
 
 from django.conf import settings
@@ -19,6 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from penelope_site import store_lock
+from penelope_site.serving import event_loop, run_daphne, write_new_key
 
 log = logging.getLogger("penelope.worker")
 
@@ -27,11 +24,7 @@ def ensure_key(stdout) -> None:
     """Generate PENELOPE_KEY when neither the environment nor the store has one."""
     if settings.PENELOPE_KEY:
         return
-    key = secrets.token_urlsafe(32)
-    fd = os.open(settings.KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key + "\n")
-    settings.PENELOPE_KEY = key
+    key = settings.PENELOPE_KEY = write_new_key(settings.KEY_FILE)
     stdout.write(f"Generated PENELOPE_KEY (kept in {settings.KEY_FILE}): {key}\n")
     stdout.flush()
 
@@ -51,16 +44,11 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         ensure_key(self.stdout)
 
-        # daphne installs Twisted's asyncio reactor on import; its loop is the
-        # one everything runs on.
-        import daphne.server
-        from twisted.internet import defer, reactor
+        loop = event_loop()  # first: it installs the reactor daphne and Playwright share
 
         from penelope_site.asgi import application
         from worker.setup import build_runtime
 
-        loop = reactor._asyncioEventloop
-        asyncio.set_event_loop(loop)
         runtime = build_runtime()
         try:
             loop.run_until_complete(runtime.start())
@@ -68,35 +56,14 @@ class Command(BaseCommand):
             loop.run_until_complete(runtime.stop())
             raise CommandError(str(error)) from None
 
-        server = daphne.server.Server(
-            application=application,
-            endpoints=[f"tcp:port={port}:interface={host}"],
-            signal_handlers=False,
-            verbosity=0,
-            ready_callable=lambda: None,
+        listened = run_daphne(
+            application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop
         )
-        stopping = []
-
-        def request_stop(signum: int) -> None:
-            if stopping:
-                log.warning("second signal: exiting now")
-                os._exit(1)
-            stopping.append(signum)
-            log.info("stopping (signal %s)", signum)
-            reactor.stop()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, request_stop, signum)
-        reactor.addSystemEventTrigger(
-            "before", "shutdown", lambda: defer.Deferred.fromFuture(loop.create_task(runtime.stop()))
-        )
-        reactor.callWhenRunning(self._announce, server, host, port)
-        server.run()
-        if not server.listening_addresses:
+        if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")
         log.info("worker stopped")
         sys.stdout.flush()
 
-    def _announce(self, server, host: str, port: int) -> None:
+    def _announce(self, host: str, port: int) -> None:
         self.stdout.write(f"Penelope worker on http://{host}:{port}/api/v1 (store {settings.STORE_DIR})\n")
         self.stdout.flush()

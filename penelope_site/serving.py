@@ -1,0 +1,73 @@
+"""Running an ASGI application under daphne on the one asyncio loop that
+Twisted drives, with a clean stop: what `serve` and `waker` share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+log = logging.getLogger("penelope.serving")
+
+
+def write_new_key(key_file: Path) -> str:
+    """A new random key, kept in `key_file` readable by its owner only."""
+    key = secrets.token_urlsafe(32)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The loop everything runs on. Importing daphne installs Twisted's asyncio
+    reactor, so this must come before anything else imports the reactor."""
+    import daphne.server  # noqa: F401 - installs the reactor
+    from twisted.internet import reactor
+
+    loop = reactor._asyncioEventloop
+    asyncio.set_event_loop(loop)
+    return loop
+
+
+def run_daphne(
+    application,
+    *,
+    host: str,
+    port: int,
+    on_ready: Callable[[], object],
+    on_stop: Callable[[], Awaitable[object]],
+) -> bool:
+    """Serve until the first SIGTERM/SIGINT, then await `on_stop` before the
+    loop ends; a second signal exits at once. `on_ready` runs once the port is
+    bound. Answers whether the port could be bound."""
+    import daphne.server
+    from twisted.internet import defer, reactor
+
+    loop = event_loop()
+    server = daphne.server.Server(
+        application=application,
+        endpoints=[f"tcp:port={port}:interface={host}"],
+        signal_handlers=False,
+        verbosity=0,
+        ready_callable=on_ready,
+    )
+    stopping: list[int] = []
+
+    def request_stop(signum: int) -> None:
+        if stopping:
+            log.warning("second signal: exiting now")
+            os._exit(1)
+        stopping.append(signum)
+        log.info("stopping (signal %s)", signum)
+        reactor.stop()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, request_stop, signum)
+    reactor.addSystemEventTrigger("before", "shutdown", lambda: defer.Deferred.fromFuture(loop.create_task(on_stop())))
+    server.run()
+    return bool(server.listening_addresses)
