@@ -7,14 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.support.worker import ROOT, free_port, wait_until
+from tests.support.worker import free_port, start_manage, wait_healthy, wait_until
 
 WAKER_TEST_KEY = "waker-test-key-0123456789"
 
@@ -52,21 +50,9 @@ class WakerProcess:
             "PYTHONUNBUFFERED": "1",
             **self.env,
         }
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "waker"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the waker exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.base_url + "/api/v1/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
+        self.process = start_manage("waker", env, self.log_path)
+        if wait_healthy(self.process, self.base_url + "/api/v1/health", timeout, self.log):
+            return self
         self.stop()
         raise RuntimeError(f"the waker did not answer in {timeout} s:\n{self.log()}")
 

@@ -38,6 +38,30 @@ def wait_until(condition: Callable[[], object], timeout: float = 30, interval: f
         time.sleep(interval)
 
 
+def start_manage(command: str, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """`manage.py <command>` in a subprocess, its output appended to `log_path`."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", command], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+
+def wait_healthy(process: subprocess.Popen, health_url: str, timeout: float, log: Callable[[], str]) -> bool:
+    """Wait until `health_url` answers 200; False after `timeout`, RuntimeError
+    (with the log) if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"manage.py exited with {process.returncode}:\n{log()}")
+        try:
+            if httpx.get(health_url, timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 class WorkerProcess:
     def __init__(self, store: Path, env: dict[str, str] | None = None, key: str = TEST_KEY):
         self.store = Path(store)
@@ -64,21 +88,9 @@ class WorkerProcess:
         }
         if not self.key:
             env.pop("PENELOPE_KEY")
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.base_url + "/api/v1/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
+        self.process = start_manage("serve", env, self.log_path)
+        if wait_healthy(self.process, self.base_url + "/api/v1/health", timeout, self.log):
+            return self
         self.kill()
         raise RuntimeError(f"worker did not become healthy in {timeout} s:\n{self.log()}")
 
