@@ -10,7 +10,9 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from browser.pages import Claim, registry
+from django.conf import settings
+
+from browser.pages import Claim, ManagedPage, registry
 from plugins.framework import Action, Context, Outcome, run_action
 
 # Detached tasks, kept referenced until they finish.
@@ -34,7 +36,10 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
         claim.page.release(claim)
 
 
-async def run_plain(claim: Claim, action: Action, params: dict[str, Any]) -> Outcome:
-    """A plain call: the action runs to its end even if the client goes away
-    (its answer is then lost), so the page is never left half-driven."""
+async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None) -> Outcome:
+    """A plain call: wait in line for the page (up to PAGE_WAIT_S; a client
+    that goes away leaves the line), then run the action to its end even if
+    the client goes away meanwhile (its answer is then lost), so the page is
+    never left half-driven."""
+    claim = await page.acquire(lease_id, settings.PAGE_WAIT_S)
     return await asyncio.shield(spawn(run_claimed(claim, action, params)))

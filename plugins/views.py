@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
@@ -191,8 +190,7 @@ async def plugin_call(request: HttpRequest, page_id: str, family: str, action: s
     lease_id = request.headers.get("X-Lease")
     if job_options is not None:
         return await job_hook.submit(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
-    claim = await page.acquire(lease_id, settings.PAGE_WAIT_S)
-    outcome = await run_plain(claim, found, params)
+    outcome = await run_plain(page, found, params, lease_id)
     return json_response(outcome.body, outcome.status)
 
 
@@ -208,6 +206,5 @@ async def primitive_call(request: HttpRequest, page_id: str, name: str) -> HttpR
     page = registry.get(page_id)
     if found is None:
         raise ApiError(404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id)
-    claim = await page.acquire(request.headers.get("X-Lease"), settings.PAGE_WAIT_S)
-    outcome = await run_plain(claim, found, params)
+    outcome = await run_plain(page, found, params, request.headers.get("X-Lease"))
     return json_response(outcome.body, outcome.status)
