@@ -123,10 +123,10 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
     error: str | None = None
     url, extensions = attempt.url, {}
     try:
-        if settings.WEBHOOK_REFUSE_PRIVATE:
-            url, host_header, extensions = await pinned_request(attempt.url)
-            headers.update(host_header)
         async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
+            if settings.WEBHOOK_REFUSE_PRIVATE:
+                url, host_header, extensions = await pinned_request(attempt.url)
+                headers.update(host_header)
             async with client.stream(
                 "POST", url, content=attempt.body, headers=headers, extensions=extensions
             ) as response:
@@ -149,6 +149,9 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
         outcome, error = DeliveryAttempt.Outcome.RETRY, f"no answer within {settings.WEBHOOK_TIMEOUT_S:g} s"
     except httpx.HTTPError as failure:
         outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {type(failure).__name__}"
+    except Exception as failure:  # e.g. a URL httpx cannot send to: no later attempt would do better
+        log.warning("webhook %s cannot be sent: %r", attempt.job_id, failure)
+        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, f"the callback cannot be sent: {type(failure).__name__}"
     duration_ms = (time.monotonic() - began) * 1000
     outcome = await sync_to_async(record_outcome)(
         attempt, started_at=started_at, duration_ms=duration_ms, status_code=status_code, error=error, outcome=outcome
@@ -175,7 +178,7 @@ class Deliverer:
 
     def __init__(self, concurrency: int = 32) -> None:
         self.wake = asyncio.Event()
-        self.slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
         self.in_flight: set[asyncio.Task] = set()
 
     def notify(self) -> None:
@@ -214,16 +217,19 @@ class Deliverer:
 
     async def _dispatch_due(self, client: httpx.AsyncClient) -> None:
         """Start the due attempts without waiting for them: a slow receiver
-        does not hold up the others."""
-        for attempt in await sync_to_async(claim_due_attempts)(time.time()):
+        does not hold up the others. Only as many are claimed as can be sent
+        at once, so no claim lapses while its attempt waits its turn."""
+        free = self.concurrency - len(self.in_flight)
+        if free <= 0:
+            return
+        for attempt in await sync_to_async(claim_due_attempts)(time.time(), limit=free):
             task = asyncio.get_running_loop().create_task(self._send(client, attempt))
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
 
     async def _send(self, client: httpx.AsyncClient, attempt: Attempt) -> None:
-        async with self.slots:
-            try:
-                await post(client, attempt)
-            except Exception:
-                log.exception("webhook attempt for job %s failed to run", attempt.job_id)
-        self.notify()  # a retry may now be the next thing due
+        try:
+            await post(client, attempt)
+        except Exception:
+            log.exception("webhook attempt for job %s failed to run", attempt.job_id)
+        self.notify()  # a retry, or a free place, may now be the next thing due

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -68,4 +69,8 @@ def parse_callback(raw: str) -> str:
         raise bad from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise bad
+    try:
+        httpx.URL(url).host.encode("idna")  # the URL must be one the webhook can be sent to
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        raise bad from None
     return url

@@ -24,7 +24,7 @@ from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
-from jobs.models import Job
+from jobs.models import Job, webhook_window
 from jobs.options import JobOptions, parse_options
 from media_store import store as media
 from penelope_site.api import ApiError, error_body, json_response
@@ -110,16 +110,9 @@ async def submit(
     it in the background and answer 202."""
     job_id = new_job_id()
     claim = await page.try_acquire(lease_id, job_id)
-    try:
-        await on_db_thread(create_job)(
-            job_id=job_id, page_id=page.name, plugin=action.route, params=params, options=options
-        )
-    except BaseException:
-        page.release(claim)
-        raise
-    task = spawn(run_job(job_id, claim, action, params))
-    running_tasks[job_id] = task
-    task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
+    # Shielded: a client that leaves now must not cut the start in two (a row
+    # stored, its run never started, a job `running` until the next restart).
+    await asyncio.shield(spawn(start_job(job_id, claim, action, params, options)))
     return json_response(
         {
             "success": True,
@@ -133,13 +126,31 @@ async def submit(
     )
 
 
+async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions) -> None:
+    """Store the job (503 past MAX_JOBS) and start its run; the page is
+    released if it cannot start."""
+    try:
+        await on_db_thread(create_job)(
+            job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options
+        )
+    except BaseException:
+        claim.page.release(claim)
+        raise
+    task = spawn(run_job(job_id, claim, action, params))
+    running_tasks[job_id] = task
+    task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
+
+
 async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any]) -> None:
     """Run the plugin exactly as a plain call would, then keep its answer.
 
     A worker that stops cancels this task; the job stays `running` in the
     store and the next start marks it interrupted.
     """
-    ctx = Context(page_id=claim.page.name)
+    # Files stored during the run are held for the job from the start, for
+    # as long as the run and its result may need them; the end sets the real deadline.
+    held_until = time.time() + action.time_limit(params) + max(settings.MAX_TTL_S, webhook_window())
+    ctx = Context(page_id=claim.page.name, media_holder=job_id, media_held_until=held_until)
     log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job_id}
     request_log.record_job(**log_row, started_at=time.time())
     try:
@@ -175,8 +186,9 @@ def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job:
 
 
 def hold_media(job: Job) -> None:
-    if job.media_tokens:
-        media.hold(job.media_tokens, holder=job.id, until=job.expires_at)
+    """Every file the job's run stored (held for it since its put) is now
+    held until the job's own deadline: a recovered job's too."""
+    media.expire(job.id, until=job.expires_at)
 
 
 # --- reading -----------------------------------------------------------------------

@@ -36,8 +36,11 @@ def file_path(item: MediaFile) -> Path:
     return media_dir() / item.path
 
 
-def put(data: bytes, *, content_type: str, filename: str) -> MediaFile:
-    """Store a file for a plain call's one-shot link, or 507 past MEDIA_MAX_MB."""
+def put(
+    data: bytes, *, content_type: str, filename: str, holder: str | None = None, held_until: float | None = None
+) -> MediaFile:
+    """Store a file for a plain call's one-shot link (or held for `holder`
+    until `held_until`), or 507 past MEDIA_MAX_MB."""
     directory = media_dir()
     name = secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin")
     final = directory / name
@@ -61,6 +64,8 @@ def put(data: bytes, *, content_type: str, filename: str) -> MediaFile:
                 content_type=content_type,
                 created_at=now,
                 expires_at=now + settings.MEDIA_TTL_S,
+                holder=holder,
+                held_until=held_until if holder else None,
             )
             os.replace(partial, final)
     except BaseException:

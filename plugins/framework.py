@@ -127,13 +127,18 @@ class Context:
     log: logging.Logger = log
     # Tokens of the media files this run stored, so a job can hold them.
     media_tokens: list[str] = field(default_factory=list)
+    # A job's run holds its files from the moment they are stored.
+    media_holder: str | None = None
+    media_held_until: float | None = None
     progress_note: dict[str, Any] = field(default_factory=dict)
 
     async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
         from media_store import store
 
-        item = await sync_to_async(store.put)(data, content_type=content_type, filename=filename)
+        item = await sync_to_async(store.put)(
+            data, content_type=content_type, filename=filename, holder=self.media_holder, held_until=self.media_held_until
+        )
         self.media_tokens.append(item.token)
         return item.link()
 

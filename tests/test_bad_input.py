@@ -71,7 +71,8 @@ def test_a_repeated_ttl_header(api, unchanged):
     "callback",
     ["/hook", "hook", "ftp://example.com/hook", "javascript:alert(1)", "file:///etc/passwd", "http://", "http:///x",
      "https://" + "a" * 10_000 + ".com/", "http://exa mple.com/", "http://example.com/a b", "http://[::1/",
-     "http://example.com:70000/", "data:text/plain,hi", ""],
+     "http://example.com:70000/", "data:text/plain,hi", "http://xn--zz.com/", "http://" + "a" * 64 + ".com/",
+     "http://😀.com/".encode(), ""],
 )
 def test_bad_callback_urls(api, unchanged, callback):
     assert_envelope(api.post("/main/plugin/web/state", headers={"X-Callback-Url": callback}), 400)

@@ -416,6 +416,16 @@ def test_a_polling_job_holds_its_media_until_its_result_expires(api, worker):
     wait_until(lambda: not media_path(worker, token) and not (worker.store / "media" / name).exists(), what="the file to go")
 
 
+def test_a_file_stored_early_in_a_long_job_outlives_its_own_link_time(make_worker):
+    # The file's plain link would lapse after MEDIA_TTL_S, long before the job ends.
+    worker = make_worker(env={**JOB_ENV, "MEDIA_TTL_S": "0.3", "SWEEP_S": "0.1"})
+    with worker.client() as api:
+        job_id = started(api, "testing/sleep", {"seconds": 1.5, "media_size": 50, "media_first": True}, ttl=60)
+        link = ended(api, job_id)["result"]["media"]["url"]
+        download = api.get(link.removeprefix("/api/v1"))
+        assert download.status_code == 200 and len(download.content) == 50
+
+
 def test_a_delivered_job_keeps_its_media_a_while_more(api, worker, receiver):
     path = f"/200/{time.monotonic_ns()}"
     job_id = started(api, "testing/media", {"size": 10}, callback=receiver.url + path)

@@ -19,6 +19,7 @@ class SleepParams(serializers.Serializer):
     seconds = serializers.FloatField(min_value=0, max_value=600)
     tag = serializers.CharField(required=False, default="")
     media_size = serializers.IntegerField(required=False, default=0, min_value=0, max_value=10_000_000)
+    media_first = serializers.BooleanField(required=False, default=False)
 
 
 @family.action("sleep", params=SleepParams)
@@ -26,12 +27,15 @@ async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     """Hold the page for a while (a stand-in for a long plugin), then
     optionally store a file."""
     started = time.time()
+    media = None
+    if params["media_size"] and params["media_first"]:
+        media = await ctx.put_media(bytes(params["media_size"]), content_type="application/octet-stream", filename="work.bin")
     await asyncio.sleep(params["seconds"])
-    result = {"tag": params["tag"], "started": started, "ended": time.time()}
-    if params["media_size"]:
+    if params["media_size"] and not params["media_first"]:
         data = bytes(i % 251 for i in range(params["media_size"]))
-        result["media"] = await ctx.put_media(data, content_type="application/octet-stream", filename="work.bin")
-    return result
+        media = await ctx.put_media(data, content_type="application/octet-stream", filename="work.bin")
+    result = {"tag": params["tag"], "started": started, "ended": time.time()}
+    return {**result, "media": media} if media else result
 
 
 @family.action("crash")
