@@ -13,20 +13,20 @@ import logging
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db.models import Count, Max
 
 from activity.models import KIND_HTTP, KIND_JOB, RequestLogEntry
+from penelope_site.db_thread import BATCH_ROWS, drain, on_db_thread
 
 log = logging.getLogger("penelope.activity")
 
 # Rows waiting for the next flush. A deque: appends and pops are atomic, so
 # `record` may be called from any thread. Bounded, so a database that refuses
 # writes for a long time costs the oldest rows, not the worker's memory.
-BUFFER_MAX_ROWS = 50_000
+BUFFER_MAX_ROWS = settings.REQUEST_LOG_BUFFER_ROWS
 _pending: deque[dict[str, Any]] = deque(maxlen=BUFFER_MAX_ROWS)
 FLUSH_BATCH = 500
 # Rows pushed out of a full buffer since the last flush.
@@ -103,7 +103,9 @@ def pending_count() -> int:
 
 def flush() -> int:
     """Write the buffered rows; answers how many. On a failure the rows go back
-    to the front of the buffer for the next flush, and the error is raised."""
+    to the front of the buffer for the next flush, and the error is raised;
+    rows that no longer fit (the newest, recorded meanwhile, are kept first)
+    are counted as dropped."""
     global _dropped
     if _dropped:
         log.warning("the request log buffer was full: %d rows were dropped", _dropped)
@@ -119,57 +121,51 @@ def flush() -> int:
     try:
         RequestLogEntry.objects.bulk_create([RequestLogEntry(**row) for row in rows], batch_size=FLUSH_BATCH)
     except Exception:
-        _pending.extendleft(reversed(rows))
+        put_back(rows)
         raise
     return len(rows)
+
+
+def put_back(rows: list[dict[str, Any]]) -> None:
+    """Return unwritten rows to the front of the buffer. What does not fit
+    beside the rows recorded since is dropped oldest first, and counted."""
+    global _dropped
+    room = BUFFER_MAX_ROWS - len(_pending)
+    lost = max(0, len(rows) - room)
+    if lost:
+        _dropped += lost
+        rows = rows[lost:]
+    _pending.extendleft(reversed(rows))
 
 
 async def aflush() -> int:
     if not _pending and not _dropped:
         return 0  # the common case costs no thread hop
-    return await sync_to_async(flush)()
+    return await on_db_thread(flush)()
+
+
+def sweep_request_log_batch(now: float | None = None) -> int:
+    """Delete one batch of rows older than REQUEST_LOG_RETENTION_S; answers how many."""
+    cutoff = (now or time.time()) - settings.REQUEST_LOG_RETENTION_S
+    old = list(RequestLogEntry.objects.older_than(cutoff).values_list("pk", flat=True)[:BATCH_ROWS])
+    deleted, _ = RequestLogEntry.objects.filter(pk__in=old).delete()
+    return deleted
 
 
 def sweep_request_log(now: float | None = None) -> int:
     """Delete rows older than REQUEST_LOG_RETENTION_S; answers how many."""
-    cutoff = (now or time.time()) - settings.REQUEST_LOG_RETENTION_S
-    deleted, _ = RequestLogEntry.objects.older_than(cutoff).delete()
-    return deleted
-
-
-async def asweep_request_log(now: float | None = None) -> int:
-    return await sync_to_async(sweep_request_log)(now)
+    return drain(sweep_request_log_batch, now)
 
 
 # --- the workload -------------------------------------------------------------
+# Computed in SQL: counts and maxima grouped by the database, each percentile
+# one ordered read of a single row, so the figures cost constant memory in
+# Python whatever the number of rows in the window.
 
 
-@dataclass
-class RouteLoad:
-    route: str
-    kind: str
-    durations_ms: list[float]
-    statuses: dict[str, int]
-
-    def as_dict(self) -> dict[str, Any]:
-        ordered = sorted(self.durations_ms)
-        return {
-            "route": self.route,
-            "kind": self.kind,
-            "count": len(ordered),
-            "statuses": dict(sorted(self.statuses.items())),
-            "duration_ms": {
-                "p50": percentile(ordered, 50),
-                "p95": percentile(ordered, 95),
-                "max": round(ordered[-1], 3),
-            },
-        }
-
-
-def percentile(ordered: list[float], pct: float) -> float:
-    """The nearest-rank percentile of sorted values."""
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return round(ordered[rank - 1], 3)
+def nearest_rank(pct: float, count: int) -> int:
+    """The 1-based rank of the nearest-rank percentile among `count` sorted values."""
+    return max(1, math.ceil(pct / 100 * count))
 
 
 def workload(*, window_s: float, now: float | None = None) -> dict[str, Any]:
@@ -178,20 +174,33 @@ def workload(*, window_s: float, now: float | None = None) -> dict[str, Any]:
     the job's own row is."""
     now = now or time.time()
     since = now - window_s
-    loads: dict[tuple[str, str], RouteLoad] = {}
-    rows = RequestLogEntry.objects.since(since).counted_as_work().values_list("route", "kind", "status", "duration_ms")
-    for route, kind, status, duration_ms in rows.iterator(chunk_size=2000):
-        load = loads.get((route, kind))
-        if load is None:
-            load = loads[(route, kind)] = RouteLoad(route, kind, [], {})
-        load.durations_ms.append(duration_ms)
-        load.statuses[str(status)] = load.statuses.get(str(status), 0) + 1
-    routes = sorted(loads.values(), key=lambda load: (-len(load.durations_ms), load.route, load.kind))
+    rows = RequestLogEntry.objects.since(since).counted_as_work()
+    groups = rows.values("route", "kind").annotate(count=Count("id"), longest=Max("duration_ms"))
+    statuses: dict[tuple[str, str], dict[str, int]] = {}
+    for row in rows.values("route", "kind", "status").annotate(count=Count("id")).order_by("status"):
+        statuses.setdefault((row["route"], row["kind"]), {})[str(row["status"])] = row["count"]
+    loads = []
+    for group in groups.order_by("-count", "route", "kind"):
+        route, kind, count = group["route"], group["kind"], group["count"]
+        ordered = rows.filter(route=route, kind=kind).order_by("duration_ms").values_list("duration_ms", flat=True)
+        loads.append(
+            {
+                "route": route,
+                "kind": kind,
+                "count": count,
+                "statuses": dict(sorted(statuses[(route, kind)].items())),
+                "duration_ms": {
+                    "p50": round(ordered[nearest_rank(50, count) - 1], 3),
+                    "p95": round(ordered[nearest_rank(95, count) - 1], 3),
+                    "max": round(group["longest"], 3),
+                },
+            }
+        )
     return {
         "window_s": window_s,
         "since": round(since, 3),
         "until": round(now, 3),
-        "requests": sum(len(load.durations_ms) for load in loads.values() if load.kind == KIND_HTTP),
-        "jobs": sum(len(load.durations_ms) for load in loads.values() if load.kind == KIND_JOB),
-        "routes": [load.as_dict() for load in routes],
+        "requests": sum(load["count"] for load in loads if load["kind"] == KIND_HTTP),
+        "jobs": sum(load["count"] for load in loads if load["kind"] == KIND_JOB),
+        "routes": loads,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
@@ -14,6 +14,7 @@ from activity import log as request_log
 from activity import tracker as tracking
 from browser.pages import registry
 from penelope_site.api import ApiError, api_view, json_response
+from penelope_site.db_thread import on_db_thread
 from penelope_site.schema import Success, described, operation
 
 DEFAULT_WINDOW_S = 3600.0
@@ -56,11 +57,15 @@ class Workload(Success):
     routes = RouteLoad(many=True)
 
 
-WINDOW_S = OpenApiParameter(
-    "window_s",
-    {"type": "number", "minimum": 0, "exclusiveMinimum": True},
-    description=f"The window, in seconds back from now ({DEFAULT_WINDOW_S:g} when absent).",
-)
+def window_parameter() -> OpenApiParameter:
+    return OpenApiParameter(
+        "window_s",
+        {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": settings.REQUEST_LOG_RETENTION_S},
+        description=(
+            f"The window, in seconds back from now ({DEFAULT_WINDOW_S:g} when absent); at most "
+            "REQUEST_LOG_RETENTION_S, as long as the log keeps its rows."
+        ),
+    )
 
 
 @described(
@@ -117,6 +122,12 @@ def window_from(request: HttpRequest) -> float:
         window_s = math.nan
     if not math.isfinite(window_s) or window_s <= 0:
         raise ApiError(400, "Invalid parameter 'window_s': a number of seconds, more than 0.")
+    if window_s > settings.REQUEST_LOG_RETENTION_S:
+        raise ApiError(
+            400,
+            f"Invalid parameter 'window_s': at most {settings.REQUEST_LOG_RETENTION_S:g} seconds, "
+            "as long as the log keeps its rows (REQUEST_LOG_RETENTION_S).",
+        )
     return window_s
 
 
@@ -125,9 +136,9 @@ def window_from(request: HttpRequest) -> float:
         operation_id="workload",
         summary="The request log, summarised per route",
         tags=["activity"],
-        parameters=[WINDOW_S],
+        parameters=[window_parameter()],
         answers={200: Workload},
-        errors={400: "`window_s` is not a positive number."},
+        errors={400: "`window_s` is not a positive number, or is past REQUEST_LOG_RETENTION_S."},
     )
 )
 @api_view("GET")
@@ -135,5 +146,5 @@ async def workload(request: HttpRequest) -> HttpResponse:
     window_s = window_from(request)
     # Rows still in the buffer belong to the window too.
     await request_log.aflush()
-    summary = await sync_to_async(request_log.workload)(window_s=window_s)
+    summary = await on_db_thread(request_log.workload)(window_s=window_s)
     return json_response({"success": True, "page_id": None, **summary})

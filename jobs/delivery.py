@@ -2,9 +2,15 @@
 
 An answer is sorted by what to do next: delivered (2xx), worth another
 attempt (network error, timeout, 429, 5xx) or final (anything else, redirects
-included: a redirect is not a delivery). Each attempt is claimed in the
-database first, so two deliverers (the worker and a `deliver_webhooks`
-command) never send the same attempt twice.
+included: a redirect is not a delivery).
+
+Each attempt is claimed in the database by one deliverer (the worker's, or a
+`deliver_webhooks` process), its owner (jobs/claims.py). The claim lasts while
+the owner lives, and only the owner records the attempt's outcome (each record
+is a compare-and-set on the claim). The one way an attempt reaches a receiver
+twice is its deliverer dying between the POST and the record: another
+deliverer then sends the same attempt again, with the same `X-Penelope-Job`
+and `X-Penelope-Attempt`.
 """
 
 from __future__ import annotations
@@ -18,22 +24,21 @@ import time
 from dataclasses import dataclass
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from activity.tracker import tracker
+from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job
-from jobs.service import discard, job_body
+from jobs.service import job_body
 from media_store import store as media
+from penelope_site.db_thread import on_db_thread, persist
+from penelope_site.tasks import spawn
 
 log = logging.getLogger("penelope.webhooks")
 
-# An attempt's claim outlives its timeout a little; a deliverer that died
-# mid-attempt leaves the slot to be sent again after it (at least once).
-CLAIM_MARGIN_S = 5
 USER_AGENT = "Penelope-Webhook/1"
 MAX_ANSWER_READ = 64 * 1024
 
@@ -50,13 +55,18 @@ def sign(body: bytes, key: str) -> str:
     return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
 
 
-def claim_due_attempts(now: float, limit: int = 50) -> list[Attempt]:
-    """Claim the attempts due now, each with the body it will send."""
-    claim_s = settings.WEBHOOK_TIMEOUT_S + CLAIM_MARGIN_S
+def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]:
+    """Claim for `owner` the attempts due now, each with the body it will send:
+    unclaimed ones, and ones whose owner has ended without recording them."""
+    due = Job.objects.due_for_delivery(now)
+    others = set(due.exclude(claim_owner__isnull=True).exclude(claim_owner=owner).values_list("claim_owner", flat=True))
+    takeable = due.filter(Q(claim_owner__isnull=True) | Q(claim_owner__in=claims.dead(others)))
     attempts = []
     with transaction.atomic():
-        for job in Job.objects.due_for_delivery(now)[:limit]:
-            number = job.claim_attempt(now, claim_s)
+        for job in takeable[:limit]:
+            number = job.claim_attempt(owner=owner, now=now)
+            if number is None:
+                continue  # another deliverer took it first
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
             attempts.append(Attempt(job.id, job.callback, number, body))
     return attempts
@@ -64,8 +74,7 @@ def claim_due_attempts(now: float, limit: int = 50) -> list[Attempt]:
 
 def seconds_until_next_attempt(now: float) -> float | None:
     """How long until an unclaimed attempt comes due (None: nothing pending)."""
-    unclaimed = Q(attempt_claimed_until__isnull=True) | Q(attempt_claimed_until__lte=now)
-    pending = Job.objects.webhooks_pending().filter(unclaimed, next_attempt_at__isnull=False)
+    pending = Job.objects.webhooks_pending().unclaimed().filter(next_attempt_at__isnull=False)
     next_at = pending.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
     return None if next_at is None else max(0.0, next_at - now)
 
@@ -79,22 +88,35 @@ def classify(status: int) -> str:
 
 
 def record_outcome(
-    attempt: Attempt, *, started_at: float, duration_ms: float, status_code: int | None, error: str | None, outcome: str
+    attempt: Attempt,
+    *,
+    owner: str,
+    started_at: float,
+    duration_ms: float,
+    status_code: int | None,
+    error: str | None,
+    outcome: str,
 ) -> str:
-    """Store the attempt and act on it: delete a delivered job (its media kept
-    MEDIA_AFTER_DELIVERY_S more), schedule the next slot, or give up (job and
-    media deleted now). Answers the final outcome."""
+    """Store the attempt and act on it, if the claim is still `owner`'s: delete
+    a delivered job (its media kept MEDIA_AFTER_DELIVERY_S more), free it for
+    the next slot, or give up (job and media deleted now). Answers the final
+    outcome."""
+    dropped: list[str] = []
     with transaction.atomic():
         job = Job.objects.filter(id=attempt.job_id).first()
-        if job is not None:
-            if outcome == DeliveryAttempt.Outcome.DELIVERED:
+        if job is None or job.claim_owner != owner:
+            # Deleted meanwhile (an operator's sweep past its deadline): the
+            # attempt is logged, nothing else is left to act on.
+            log.warning("webhook %s attempt %d: the job was gone when its outcome came", attempt.job_id, attempt.number)
+        elif outcome == DeliveryAttempt.Outcome.DELIVERED:
+            if job.record_delivered(owner=owner):
                 media.expire(job.id, until=time.time() + settings.MEDIA_AFTER_DELIVERY_S)
-                job.delete()
-            elif outcome == DeliveryAttempt.Outcome.RETRY and job.schedule_retry(error or f"HTTP {status_code}"):
-                pass
-            else:
-                outcome = DeliveryAttempt.Outcome.GAVE_UP
-                discard(Job.objects.filter(id=job.id))
+        elif outcome == DeliveryAttempt.Outcome.RETRY and job.record_retry(owner=owner, error=error or f"HTTP {status_code}"):
+            pass
+        else:
+            outcome = DeliveryAttempt.Outcome.GAVE_UP
+            if job.record_gave_up(owner=owner):
+                dropped = media.drop_rows([job.id])
         DeliveryAttempt.objects.create(
             job_id=attempt.job_id,
             number=attempt.number,
@@ -105,11 +127,13 @@ def record_outcome(
             outcome=outcome,
             error=error,
         )
+    media.unlink(dropped)
     return outcome
 
 
-async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
-    """Send one attempt and record how it ended."""
+async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
+    """Send one attempt and record how it ended (for as long as it takes: a
+    locked database delays the record, and the claim stays `owner`'s)."""
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
@@ -153,8 +177,16 @@ async def post(client: httpx.AsyncClient, attempt: Attempt) -> str:
         log.warning("webhook %s cannot be sent: %r", attempt.job_id, failure)
         outcome, error = DeliveryAttempt.Outcome.GAVE_UP, f"the callback cannot be sent: {type(failure).__name__}"
     duration_ms = (time.monotonic() - began) * 1000
-    outcome = await sync_to_async(record_outcome)(
-        attempt, started_at=started_at, duration_ms=duration_ms, status_code=status_code, error=error, outcome=outcome
+    outcome = await persist(
+        record_outcome,
+        attempt,
+        owner=owner,
+        started_at=started_at,
+        duration_ms=duration_ms,
+        status_code=status_code,
+        error=error,
+        outcome=outcome,
+        what=f"webhook {attempt.job_id} attempt {attempt.number}'s outcome",
     )
     log.info("webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, attempt.url, outcome, error or status_code)
     if outcome != DeliveryAttempt.Outcome.RETRY:
@@ -174,62 +206,78 @@ def webhook_client() -> httpx.AsyncClient:
 
 
 class Deliverer:
-    """Sends due attempts as they come due; woken early when a webhook job ends."""
+    """Sends due attempts as they come due; woken early when a webhook job ends.
 
-    def __init__(self, concurrency: int = 32) -> None:
+    It is one claim owner (jobs/claims.py) from `run_forever`'s start to its
+    end. `stop()` ends it after the sends in hand are sent and recorded.
+    """
+
+    def __init__(self, concurrency: int = 32, idle_wait_s: float = 5) -> None:
         self.wake = asyncio.Event()
         self.concurrency = concurrency
+        self.idle_wait_s = idle_wait_s
         self.in_flight: set[asyncio.Task] = set()
+        self.owner = claims.Owner()
+        self.stopping = False
 
     def notify(self) -> None:
         self.wake.set()
 
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
     async def run_once(self, client: httpx.AsyncClient) -> int:
         """Claim what is due now and send it all; answers how many were sent."""
-        attempts = await sync_to_async(claim_due_attempts)(time.time())
-        await asyncio.gather(*(post(client, attempt) for attempt in attempts))
+        self.owner.start()
+        try:
+            attempts = await on_db_thread(claim_due_attempts)(self.owner.id, time.time())
+            await asyncio.gather(*(post(client, attempt, self.owner.id) for attempt in attempts))
+        finally:
+            self.owner.stop()
         return len(attempts)
 
-    async def run_forever(self, idle_wait_s: float = 5) -> None:
-        async with webhook_client() as client:
-            try:
-                while True:
+    async def run_forever(self) -> None:
+        self.owner.start()
+        try:
+            async with webhook_client() as client:
+                while not self.stopping:
                     self.wake.clear()
-                    try:
-                        await self._dispatch_due(client)
-                        delay = await sync_to_async(seconds_until_next_attempt)(time.time())
-                    except Exception:
-                        log.exception("webhook delivery loop failed; it goes on")
-                        delay = idle_wait_s
-                    finally:
-                        await sync_to_async(close_old_connections)()
-                    wait_s = idle_wait_s if delay is None else min(delay, idle_wait_s)
-                    if wait_s > 0:
+                    delay = await self._dispatch_due(client)
+                    wait_s = self.idle_wait_s if delay is None else min(delay, self.idle_wait_s)
+                    if wait_s > 0 and not self.stopping:
                         try:
                             async with asyncio.timeout(wait_s):
                                 await self.wake.wait()
                         except TimeoutError:
                             pass
-            finally:
-                for task in self.in_flight:
-                    task.cancel()
+                # Stopping: the sends in hand are finished and recorded first.
                 await asyncio.gather(*self.in_flight, return_exceptions=True)
+        finally:
+            for task in self.in_flight:
+                task.cancel()
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+            # Claims not recorded are free for another deliverer from now on.
+            self.owner.stop()
 
-    async def _dispatch_due(self, client: httpx.AsyncClient) -> None:
+    async def _dispatch_due(self, client: httpx.AsyncClient) -> float | None:
         """Start the due attempts without waiting for them: a slow receiver
         does not hold up the others. Only as many are claimed as can be sent
-        at once, so no claim lapses while its attempt waits its turn."""
-        free = self.concurrency - len(self.in_flight)
-        if free <= 0:
-            return
-        for attempt in await sync_to_async(claim_due_attempts)(time.time(), limit=free):
-            task = asyncio.get_running_loop().create_task(self._send(client, attempt))
-            self.in_flight.add(task)
-            task.add_done_callback(self.in_flight.discard)
+        at once. Answers how long until the next one comes due."""
+        try:
+            free = self.concurrency - len(self.in_flight)
+            if free > 0:
+                for attempt in await on_db_thread(claim_due_attempts)(self.owner.id, time.time(), limit=free):
+                    task = spawn(self._send(client, attempt), about=f"webhook {attempt.job_id} attempt {attempt.number}")
+                    self.in_flight.add(task)
+                    task.add_done_callback(self.in_flight.discard)
+            return await on_db_thread(seconds_until_next_attempt)(time.time())
+        except Exception:
+            log.exception("webhook delivery could not claim due attempts; it goes on")
+            return self.idle_wait_s
 
     async def _send(self, client: httpx.AsyncClient, attempt: Attempt) -> None:
         try:
-            await post(client, attempt)
-        except Exception:
-            log.exception("webhook attempt for job %s failed to run", attempt.job_id)
-        self.notify()  # a retry, or a free place, may now be the next thing due
+            await post(client, attempt, self.owner.id)
+        finally:
+            self.notify()  # a retry, or a free place, may now be the next thing due

@@ -27,13 +27,25 @@ class JobQuerySet(models.QuerySet):
         return self.ended().filter(mode=Job.Mode.WEBHOOK)
 
     def due_for_delivery(self, now: float) -> JobQuerySet:
-        """Webhook jobs whose next attempt is due and not claimed by a live deliverer."""
-        return self.webhooks_pending().filter(
-            next_attempt_at__lte=now, expires_at__gt=now
-        ).filter(Q(attempt_claimed_until__isnull=True) | Q(attempt_claimed_until__lte=now))
+        """Webhook jobs whose next attempt is due, claimed or not."""
+        return self.webhooks_pending().filter(next_attempt_at__lte=now, expires_at__gt=now)
+
+    def unclaimed(self) -> JobQuerySet:
+        return self.filter(claim_owner__isnull=True)
+
+    def claimed_by(self, owners) -> JobQuerySet:
+        return self.filter(claim_owner__in=list(owners))
 
 
 class Job(models.Model):
+    """A job and every change of its state.
+
+    Each change is one conditional UPDATE (or DELETE) that names the state it
+    expects (`state=running`, or `claim_owner=<this deliverer>`) and answers
+    whether it happened: a caller that finds the row moved by someone else
+    acts on that and never overwrites what it did not see.
+    """
+
     class State(models.TextChoices):
         RUNNING = "running"
         DONE = "done"
@@ -64,7 +76,10 @@ class Job(models.Model):
     attempts = models.IntegerField(default=0)
     last_slot = models.IntegerField(default=-1)
     next_attempt_at = models.FloatField(null=True, blank=True, db_index=True)
-    attempt_claimed_until = models.FloatField(null=True, blank=True)
+    # The deliverer that holds the attempt in progress (jobs/claims.py), and
+    # since when; null between attempts. A claim lasts while its owner lives.
+    claim_owner = models.CharField(max_length=64, null=True, blank=True, db_index=True)
+    claimed_at = models.FloatField(null=True, blank=True)
     last_error = models.TextField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
@@ -79,20 +94,44 @@ class Job(models.Model):
     def ended(self) -> bool:
         return self.state != self.State.RUNNING
 
-    def finish(self, *, state: str, status: int, result: dict, finished_at: float, media_tokens: list[str]) -> None:
-        """The plugin ended (or the worker stopped under it): keep the answer
-        until its deadline and, for a webhook, schedule the first attempt."""
-        self.state = state
-        self.status = status
-        self.result = result
-        self.finished_at = finished_at
-        self.media_tokens = [*self.media_tokens, *media_tokens]
+    # --- transitions ---------------------------------------------------------------
+
+    @classmethod
+    def start(cls, **fields) -> Job:
+        """A new job, running: an INSERT, which fails rather than overwrite a
+        job of the same id."""
+        return cls.objects.create(state=cls.State.RUNNING, **fields)
+
+    def _moved(self, expected: Q, **changes) -> bool:
+        """One conditional UPDATE of this row; on success the instance shows it."""
+        if not Job.objects.filter(expected, id=self.id).update(**changes):
+            return False
+        for name, value in changes.items():
+            setattr(self, name, value)
+        return True
+
+    def finish(
+        self, *, state: str = State.DONE, status: int, result: dict, finished_at: float, media_tokens: list[str]
+    ) -> bool:
+        """running -> done (or interrupted): keep the answer until its deadline
+        and, for a webhook, schedule the first attempt."""
+        changes: dict = {
+            "state": state,
+            "status": status,
+            "result": result,
+            "finished_at": finished_at,
+            "media_tokens": [*self.media_tokens, *media_tokens],
+        }
         if self.mode == self.Mode.WEBHOOK:
-            self.expires_at = finished_at + webhook_window()
-            self.next_attempt_at = finished_at + attempt_offsets()[0]
+            changes["expires_at"] = finished_at + webhook_window()
+            changes["next_attempt_at"] = finished_at + attempt_offsets()[0]
         else:
-            self.expires_at = finished_at + (self.ttl or 0)
-        self.save(update_fields=["state", "status", "result", "finished_at", "media_tokens", "expires_at", "next_attempt_at"])
+            changes["expires_at"] = finished_at + (self.ttl or 0)
+        return self._moved(Q(state=self.State.RUNNING), **changes)
+
+    def interrupt(self, *, now: float, result: dict) -> bool:
+        """running -> interrupted, ended now: the worker stopped under it."""
+        return self.finish(state=self.State.INTERRUPTED, status=503, result=result, finished_at=now, media_tokens=[])
 
     def slot_due(self, now: float) -> int:
         """The schedule slot an attempt at `now` stands for: the latest one due.
@@ -103,28 +142,43 @@ class Job(models.Model):
             return due[-1]
         # A claim without an outcome: its deliverer died mid-POST, so the same
         # slot goes out again (the receiver may see the job twice).
-        return self.last_slot if self.attempt_claimed_until is not None else self.last_slot + 1
+        return self.last_slot if self.claim_owner is not None else self.last_slot + 1
 
-    def claim_attempt(self, now: float, claim_s: float) -> int:
-        """Take the due attempt for this process; answers its slot number (1-based)."""
-        self.last_slot = self.slot_due(now)
-        self.attempts += 1
-        self.attempt_claimed_until = now + claim_s
-        self.save(update_fields=["last_slot", "attempts", "attempt_claimed_until"])
-        return self.last_slot + 1
+    def claim_attempt(self, *, owner: str, now: float) -> int | None:
+        """Take the due attempt for `owner`, provided the claim is still as this
+        instance saw it (free, or held by a deliverer found dead). Answers the
+        attempt's number (its slot, from 1), or None when another took it."""
+        slot = self.slot_due(now)
+        as_seen = Q(attempts=self.attempts, last_slot=self.last_slot) & (
+            Q(claim_owner=self.claim_owner) if self.claim_owner else Q(claim_owner__isnull=True)
+        )
+        taken = self._moved(as_seen, last_slot=slot, attempts=self.attempts + 1, claim_owner=owner, claimed_at=now)
+        return slot + 1 if taken else None
 
-    def schedule_retry(self, error: str) -> bool:
-        """After a failed attempt: the next slot, or False when none is left."""
+    def record_delivered(self, *, owner: str) -> bool:
+        """The owner's attempt was answered 2xx: the job is deleted."""
+        deleted, _ = Job.objects.filter(id=self.id, claim_owner=owner).delete()
+        return bool(deleted)
+
+    def record_retry(self, *, owner: str, error: str) -> bool:
+        """The owner's attempt is worth another: free the claim for the next
+        slot. False when it was not the owner's (or no slot is left)."""
         offsets = attempt_offsets()
-        self.last_error = error
-        self.attempt_claimed_until = None
         if self.last_slot + 1 >= len(offsets):
-            self.next_attempt_at = None
-            self.save(update_fields=["last_error", "attempt_claimed_until", "next_attempt_at"])
             return False
-        self.next_attempt_at = self.finished_at + offsets[self.last_slot + 1]
-        self.save(update_fields=["last_error", "attempt_claimed_until", "next_attempt_at"])
-        return True
+        return self._moved(
+            Q(claim_owner=owner),
+            claim_owner=None,
+            claimed_at=None,
+            last_error=error,
+            next_attempt_at=self.finished_at + offsets[self.last_slot + 1],
+        )
+
+    def record_gave_up(self, *, owner: str) -> bool:
+        """The owner's attempt was final (or the last): the job is deleted; its
+        media are the caller's to drop in the same transaction."""
+        deleted, _ = Job.objects.filter(id=self.id, claim_owner=owner).delete()
+        return bool(deleted)
 
 
 def attempt_offsets() -> list[float]:

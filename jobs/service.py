@@ -2,7 +2,8 @@
 
 Sync functions hold the database work (each transaction is one function);
 the async ones run on the worker's event loop and call them on the database
-thread (`on_db_thread`, penelope_site/db_thread.py).
+thread (`on_db_thread`, penelope_site/db_thread.py), the one path the worker
+has to the database. The state changes themselves are `Job` methods.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from jobs.models import Job, webhook_window
 from jobs.options import JobOptions, parse_options
 from media_store import store as media
 from penelope_site.api import ApiError, error_body, json_response
-from penelope_site.db_thread import on_db_thread
-from plugins.calls import run_claimed, spawn
+from penelope_site.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
+from penelope_site.tasks import spawn
+from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
 
 log = logging.getLogger("penelope.jobs")
@@ -91,7 +93,7 @@ def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any]
                 "try again when some have ended and been read or delivered.",
                 page_id,
             )
-        return Job.objects.create(
+        return Job.start(
             id=job_id,
             page_id=page_id,
             plugin=plugin,
@@ -112,7 +114,7 @@ async def submit(
     claim = await page.try_acquire(lease_id, job_id)
     # Shielded: a client that leaves now must not cut the start in two (a row
     # stored, its run never started, a job `running` until the next restart).
-    await asyncio.shield(spawn(start_job(job_id, claim, action, params, options)))
+    await asyncio.shield(spawn(start_job(job_id, claim, action, params, options), about=f"job {job_id}'s start"))
     return json_response(
         {
             "success": True,
@@ -136,7 +138,7 @@ async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str,
     except BaseException:
         claim.page.release(claim)
         raise
-    task = spawn(run_job(job_id, claim, action, params))
+    task = spawn(run_job(job_id, claim, action, params), about=f"job {job_id} on page {claim.page.name}")
     running_tasks[job_id] = task
     task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
 
@@ -163,7 +165,13 @@ async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, A
     request_log.record_job(
         **log_row, status=outcome.status, started_at=outcome.started_at, duration_ms=outcome.duration_s * 1000
     )
-    job = await on_db_thread(finish_job)(job_id, outcome, ctx.media_tokens)
+    # The page is free again; the answer stays in memory until it is stored,
+    # for as long as this worker runs (the database may be locked by another
+    # process for a while). Polls meanwhile answer `running`.
+    job = await persist(finish_job, job_id, outcome, ctx.media_tokens, what=f"job {job_id}'s end")
+    if job is None:
+        log.warning("job %s was no longer running when it ended; its answer was not kept", job_id)
+        return
     if job.mode == Job.Mode.WEBHOOK:
         for wake in on_webhook_ready:
             wake()
@@ -171,16 +179,15 @@ async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, A
         tracker.touch()  # a polling job stops counting: the idle clock starts now
 
 
-def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job:
+def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job | None:
+    """Store a job's answer (running -> done); None if it was not running."""
     with transaction.atomic():
-        job = Job.objects.get(id=job_id)
-        job.finish(
-            state=Job.State.DONE,
-            status=outcome.status,
-            result=outcome.body,
-            finished_at=time.time(),
-            media_tokens=media_tokens,
-        )
+        job = Job.objects.filter(id=job_id).first()
+        if job is None:
+            return None
+        ended = job.finish(status=outcome.status, result=outcome.body, finished_at=time.time(), media_tokens=media_tokens)
+        if not ended:
+            return None
         hold_media(job)
     return job
 
@@ -231,46 +238,62 @@ def counts() -> tuple[int, int]:
 
 
 # --- recovery and sweeps ------------------------------------------------------------
+# Each runs in batches of BATCH_ROWS, one short transaction each, with the
+# files unlinked after the commit that drops their rows.
+
+
+def interrupt_batch(now: float) -> int:
+    """One batch of recovery: running jobs become interrupted, ended now."""
+    with transaction.atomic():
+        jobs = list(Job.objects.running()[:BATCH_ROWS])
+        for job in jobs:
+            if job.interrupt(now=now, result=error_body(INTERRUPTED_ERROR, job.page_id)):
+                hold_media(job)
+    return len(jobs)
+
+
+def discard_expired_batch(now: float) -> int:
+    """One batch of jobs past their deadline, deleted with their media."""
+    with transaction.atomic():
+        ids = list(Job.objects.expired(now).values_list("id", flat=True)[:BATCH_ROWS])
+        files = media.drop_rows(ids)
+        Job.objects.filter(id__in=ids).delete()
+    media.unlink(files)
+    return len(ids)
 
 
 def recover(now: float | None = None) -> dict[str, int]:
     """At start, before requests: every running job becomes interrupted and
     ended now; jobs past their deadline go without a last try."""
     now = now or time.time()
-    with transaction.atomic():
-        interrupted = 0
-        for job in Job.objects.running():
-            job.finish(
-                state=Job.State.INTERRUPTED,
-                status=503,
-                result=error_body(INTERRUPTED_ERROR, job.page_id),
-                finished_at=now,
-                media_tokens=[],
-            )
-            hold_media(job)
-            interrupted += 1
-        expired = discard(Job.objects.expired(now))
-    if interrupted or expired:
-        log.info("recovery: %d jobs interrupted, %d past their deadline deleted", interrupted, expired)
-    return {"interrupted": interrupted, "expired": expired}
+    counts = {"interrupted": drain(interrupt_batch, now), "expired": drain(discard_expired_batch, now)}
+    log_recovery(counts)
+    return counts
 
 
-def discard(jobs) -> int:
-    """Delete jobs and their media now."""
-    ids = list(jobs.values_list("id", flat=True))
-    for job_id in ids:
-        media.drop(job_id)
-    Job.objects.filter(id__in=ids).delete()
-    return len(ids)
+async def arecover(now: float | None = None) -> dict[str, int]:
+    """`recover` from the event loop, a batch at a time on the database thread."""
+    now = now or time.time()
+    counts = {"interrupted": await adrain(interrupt_batch, now), "expired": await adrain(discard_expired_batch, now)}
+    log_recovery(counts)
+    return counts
+
+
+def log_recovery(counts: dict[str, int]) -> None:
+    if counts["interrupted"] or counts["expired"]:
+        log.info("recovery: %d jobs interrupted, %d past their deadline deleted", counts["interrupted"], counts["expired"])
 
 
 def sweep(now: float | None = None) -> dict[str, int]:
     """Delete expired jobs and finished media files."""
     now = now or time.time()
-    with transaction.atomic():
-        jobs = discard(Job.objects.expired(now))
-    files = media.sweep(now)
-    return {"jobs": jobs, "files": files}
+    return {"jobs": drain(discard_expired_batch, now), "files": drain(media.sweep_batch, now)}
+
+
+async def asweep(now: float | None = None) -> dict[str, int]:
+    """`sweep` from the event loop, a batch at a time on the database thread."""
+    now = now or time.time()
+    return {"jobs": await adrain(discard_expired_batch, now), "files": await adrain(media.sweep_batch, now)}
 
 
 # --- the hook the plugin route calls ---------------------------------------------

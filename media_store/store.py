@@ -1,11 +1,14 @@
 """Media operations: put, hold, expire, drop, claim, sweep, drop orphans.
 
-The functions are sync (ORM and file system); async callers wrap them with
-`sync_to_async`. A holder is an opaque id (a job's), never an import.
+The functions are sync (ORM and file system); async callers run them on the
+database thread (`on_db_thread`). A holder is an opaque id (a job's), never an
+import. Files are unlinked only after the commit that drops their rows: a
+crash in between leaves a file without a row, which the next start removes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mimetypes
 import os
@@ -14,12 +17,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
 from media_store.models import MediaFile
 from penelope_site.api import ApiError
+from penelope_site.db_thread import BATCH_ROWS, drain, on_db_thread
 
 log = logging.getLogger("penelope.media")
 
@@ -41,26 +44,53 @@ def put(
 ) -> MediaFile:
     """Store a file for a plain call's one-shot link (or held for `holder`
     until `held_until`), or 507 past MEDIA_MAX_MB."""
-    directory = media_dir()
+    partial = write_partial(data, content_type)
+    return register(partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until)
+
+
+async def aput(
+    data: bytes, *, content_type: str, filename: str, holder: str | None = None, held_until: float | None = None
+) -> MediaFile:
+    """`put` from the event loop: the bytes are written on a thread of their
+    own, and only the row (and the rename) on the database thread."""
+    partial = await asyncio.to_thread(write_partial, data, content_type)
+    return await on_db_thread(register)(
+        partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until
+    )
+
+
+def write_partial(data: bytes, content_type: str) -> Path:
+    """The file's bytes under a random name, as `<name>.part` until its row commits."""
     name = secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin")
-    final = directory / name
-    partial = directory / (name + ".part")
-    now = time.time()
+    partial = media_dir() / (name + ".part")
     try:
         partial.write_bytes(data)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return partial
+
+
+def register(
+    partial: Path, *, size: int, content_type: str, filename: str, holder: str | None, held_until: float | None
+) -> MediaFile:
+    """Add the row of a written file, or 507 past MEDIA_MAX_MB (the file is removed)."""
+    final = partial.with_suffix("")
+    now = time.time()
+    try:
         with transaction.atomic():
             cap = settings.MEDIA_MAX_MB * MB
-            if MediaFile.objects.unclaimed_bytes() + len(data) > cap:
+            if MediaFile.objects.unclaimed_bytes() + size > cap:
                 raise ApiError(
                     507,
-                    f"The media store is full: this {len(data)}-byte file would pass the "
+                    f"The media store is full: this {size}-byte file would pass the "
                     f"{settings.MEDIA_MAX_MB:g} MB cap (MEDIA_MAX_MB).",
                 )
             item = MediaFile.objects.create(
                 token=secrets.token_urlsafe(24),
-                path=name,
+                path=final.name,
                 filename=filename,
-                size=len(data),
+                size=size,
                 content_type=content_type,
                 created_at=now,
                 expires_at=now + settings.MEDIA_TTL_S,
@@ -85,9 +115,24 @@ def expire(holder: str, *, until: float) -> int:
     return MediaFile.objects.held_by(holder).update(held_until=until)
 
 
+def drop_rows(holders: Iterable[str]) -> list[str]:
+    """Inside the caller's transaction: delete the rows of these holders' files
+    and answer the file names, to `unlink` once the transaction has committed."""
+    return _delete_rows(MediaFile.objects.filter(holder__in=list(holders)))
+
+
 def drop(holder: str) -> int:
     """Delete a holder's files now."""
-    return _delete(MediaFile.objects.held_by(holder))
+    with transaction.atomic():
+        names = drop_rows([holder])
+    unlink(names)
+    return len(names)
+
+
+def unlink(names: Iterable[str]) -> None:
+    directory = media_dir()
+    for name in names:
+        (directory / name).unlink(missing_ok=True)
 
 
 def find_available(token: str, now: float | None = None) -> MediaFile | None:
@@ -101,15 +146,26 @@ def claim(item: MediaFile) -> bool:
     a held file stays for its holder. Answers whether this download claimed it."""
     if item.held(time.time()):
         return False
-    claimed = MediaFile.objects.filter(pk=item.pk, claimed_at__isnull=True).update(claimed_at=time.time())
+    with transaction.atomic():
+        claimed = MediaFile.objects.filter(pk=item.pk, claimed_at__isnull=True).update(claimed_at=time.time())
+        if claimed:
+            MediaFile.objects.filter(pk=item.pk).delete()
     if claimed:
-        _delete(MediaFile.objects.filter(pk=item.pk))
+        unlink([item.path])
     return bool(claimed)
+
+
+def sweep_batch(now: float) -> int:
+    """One batch of the sweep: claimed files and files past their deadline and hold."""
+    with transaction.atomic():
+        names = _delete_rows(MediaFile.objects.finished(now)[:BATCH_ROWS])
+    unlink(names)
+    return len(names)
 
 
 def sweep(now: float | None = None) -> int:
     """Delete claimed files and files past their deadline and hold."""
-    return _delete(MediaFile.objects.finished(now or time.time()))
+    return drain(sweep_batch, now or time.time())
 
 
 def drop_orphans(grace_s: float = ORPHAN_GRACE_S) -> dict[str, int]:
@@ -130,20 +186,23 @@ def drop_orphans(grace_s: float = ORPHAN_GRACE_S) -> dict[str, int]:
             continue
         entry.unlink(missing_ok=True)
         files_removed += 1
-    rows_removed, _ = MediaFile.objects.filter(path__in=known - on_disk).delete()
+    missing = sorted(known - on_disk)
+    rows_removed = 0
+    for first in range(0, len(missing), BATCH_ROWS):
+        removed, _ = MediaFile.objects.filter(path__in=missing[first : first + BATCH_ROWS]).delete()
+        rows_removed += removed
     if files_removed or rows_removed:
         log.info("removed %d orphan files and %d rows without a file", files_removed, rows_removed)
     return {"files": files_removed, "rows": rows_removed}
 
 
-def _delete(queryset) -> int:
+def _delete_rows(queryset) -> list[str]:
+    """Delete the rows (inside the caller's transaction); answers their file names."""
     items = list(queryset.values_list("pk", "path"))
-    for _, name in items:
-        (media_dir() / name).unlink(missing_ok=True)
     MediaFile.objects.filter(pk__in=[pk for pk, _ in items]).delete()
-    return len(items)
+    return [name for _, name in items]
 
 
 async def adrop_orphans_at_start() -> dict[str, int]:
     """`drop_orphans` at the worker's start, before any put can run."""
-    return await sync_to_async(drop_orphans)(grace_s=0)
+    return await on_db_thread(drop_orphans)(grace_s=0)

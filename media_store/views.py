@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
@@ -14,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from media_store import store
 from media_store.models import MediaFile
 from penelope_site.api import ApiError, api_view
+from penelope_site.db_thread import on_db_thread
 from penelope_site.schema import described, operation
 
 CHUNK = 256 * 1024
@@ -47,7 +47,7 @@ _downloading: set[str] = set()
 )
 @api_view("GET")
 async def download(request: HttpRequest, token: str) -> StreamingHttpResponse:
-    item = await sync_to_async(store.find_available)(token)
+    item = await on_db_thread(store.find_available)(token)
     if item is None or item.token in _downloading:
         raise ApiError(404, NOT_FOUND)
     try:
@@ -73,7 +73,7 @@ async def _stream(handle, item: MediaFile, one_shot: bool) -> AsyncIterator[byte
     try:
         while chunk := await asyncio.to_thread(handle.read, CHUNK):
             yield chunk
-        await sync_to_async(store.claim)(item)
+        await on_db_thread(store.claim)(item)
     finally:
         handle.close()
         if one_shot:

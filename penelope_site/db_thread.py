@@ -1,37 +1,55 @@
-"""One long-lived thread, with one open SQLite connection, for the database
-work on the job hot paths (a job's start, its end, a poll).
+"""The one path from the worker's event loop to the database: one long-lived
+thread with one open SQLite connection.
 
-Django's ASGI handler gives each request a thread of its own for
-`sync_to_async` and closes that thread's connection when the request ends.
-ORM work inside a request therefore opens a new SQLite connection each time
-(connect, Django's SQL functions, the WAL and synchronous PRAGMAs), and a task
-that outlives its request (a job's run) gets yet another new thread. The
+Every ORM call of the worker process (requests, jobs, the deliverer, sweeps,
+media, activity) runs here, and the management commands call the same
+functions through the same bridge. Each call is one whole function, a
+transaction at most, so the order of writes is the order of the calls.
+
+Why one thread: Django's ASGI handler gives each request a thread of its own
+for `sync_to_async` and closes that thread's connection when the request ends,
+so ORM work inside a request would open a new SQLite connection each time
+(connect, Django's SQL functions, the WAL and synchronous PRAGMAs); the
 benchmark (`bench/`, docs/BENCHMARKS.md) found two thirds of a poll's database
-time going to that connection. Work sent here runs on one thread whose
-connection stays open for the life of the process. SQLite takes one writer at
-a time anyway and each call is one whole transaction; reads wait their turn
-too, each a fraction of a millisecond.
+time going to that. SQLite takes one writer at a time anyway, and each call
+here is short (sweeps and recovery work in batches, files are unlinked after
+the commit that drops their rows).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connection
+from django.db.backends.signals import connection_created
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="penelope-db")
+THREAD_NAME = "penelope-db"
+executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
+
+log = logging.getLogger("penelope.db")
+
+# Rows one transaction of a sweep or a recovery handles: a few milliseconds
+# of the write lock, so a job start never waits long behind one.
+BATCH_ROWS = 200
+
+# How long `persist` waits between tries: doubling from the first to the last.
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 2.0
 
 
 @functools.cache  # one wrapper per function: making one costs a good part of a small query
 def on_db_thread(fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """`fn` (sync, one transaction) as a coroutine function run on the database thread."""
+    """`fn` (sync, one transaction at most) as a coroutine function run on the database thread."""
 
     @functools.wraps(fn)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -43,3 +61,64 @@ def on_db_thread(fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
             raise
 
     return sync_to_async(guarded, thread_sensitive=False, executor=executor)
+
+
+def run_on_db_thread(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """For sync code before the event loop runs (the migrations at start)."""
+    return executor.submit(fn, *args, **kwargs).result()
+
+
+async def persist(fn: Callable[P, R], *args: P.args, what: str, **kwargs: P.kwargs) -> R:
+    """Run `fn` on the database thread until it gets through, for as long as
+    this process runs: for writes that must not be lost (a job's end, a
+    webhook's outcome) while another process holds SQLite's write lock past
+    the busy timeout. Other errors are raised: trying again would not help."""
+    delay = RETRY_FIRST_S
+    tries = 0
+    while True:
+        try:
+            return await on_db_thread(fn)(*args, **kwargs)
+        except DatabaseError as error:
+            tries += 1
+            if tries == 1 or tries % 20 == 0:
+                log.warning("%s could not be stored yet (%s, try %d); trying again", what, error, tries)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX_S)
+
+
+def drain(step: Callable[..., int], *args: Any) -> int:
+    """Call a batch step (one transaction of at most BATCH_ROWS rows, answering
+    how many it handled) until a batch comes back short; answers the total."""
+    total = 0
+    while True:
+        handled = step(*args)
+        total += handled
+        if handled < BATCH_ROWS:
+            return total
+
+
+async def adrain(step: Callable[..., int], *args: Any) -> int:
+    """`drain` from the event loop: each batch is its own call on the database
+    thread, so other database work (a job start, a poll) runs between them."""
+    total = 0
+    while True:
+        handled = await on_db_thread(step)(*args)
+        total += handled
+        if handled < BATCH_ROWS:
+            return total
+
+
+def watch_connections() -> None:
+    """In the worker: log each database connection the process opens. There
+    should be one, on the database thread, for the process's life; one opened
+    on another thread is a path around the bridge, and says so (the tests read
+    these lines)."""
+
+    def opened(sender, **kwargs) -> None:
+        name = threading.current_thread().name
+        if name.startswith(THREAD_NAME):
+            log.info("database connection opened on the database thread")
+        else:
+            log.warning("database connection opened outside the database thread (on %s)", name)
+
+    connection_created.connect(opened, weak=False)

@@ -6,10 +6,20 @@ so tests run the real schedules scaled down.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import stat
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def secrets_token() -> str:
+    """A random stand-in until the key exists (a fresh store before `serve`)."""
+    import secrets
+
+    return secrets.token_hex(32)
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -40,11 +50,33 @@ def env_floats(name: str, default: str) -> list[float]:
 
 # --- The persona's store -----------------------------------------------------
 
+# The store holds job parameters, results, callback URLs, the key and the
+# browser's cookies: it is private to the user that runs the worker. Files
+# this process creates are readable by that user only (umask 077).
+os.umask(0o077)
 STORE_DIR = Path(env_str("PENELOPE_STORE", "./store")).resolve()
-STORE_DIR.mkdir(parents=True, exist_ok=True)
+STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 MEDIA_DIR = STORE_DIR / "media"
 PROFILE_DIR = STORE_DIR / "profile"
 KEY_FILE = STORE_DIR / "key"
+
+
+def tighten_store() -> None:
+    """Make an existing store private: directories 0700, files 0600 (the
+    database, its journal, the key, media), as a new store is created.
+    The browser profile's own files are Chromium's; its directory is closed."""
+    for directory in (STORE_DIR, MEDIA_DIR, PROFILE_DIR, STORE_DIR / "deliverers"):
+        if directory.is_dir():
+            directory.chmod(0o700)
+    files = [*STORE_DIR.glob("penelope.db*"), *STORE_DIR.glob("*.lock"), *STORE_DIR.glob("*.log"), KEY_FILE]
+    if MEDIA_DIR.is_dir():
+        files += [entry for entry in MEDIA_DIR.iterdir() if entry.is_file()]
+    for path in files:
+        try:
+            if stat.S_IMODE(path.stat().st_mode) & 0o077:
+                path.chmod(0o600)
+        except FileNotFoundError:
+            pass
 
 
 def _stored_key() -> str:
@@ -93,12 +125,24 @@ REQUEST_LOG_RETENTION_S = env_float("REQUEST_LOG_RETENTION_S", 7 * 24 * 3600)
 # bulk every REQUEST_LOG_FLUSH_S, so logging adds no database write to a request.
 REQUEST_LOG = env_bool("REQUEST_LOG", True)
 REQUEST_LOG_FLUSH_S = env_float("REQUEST_LOG_FLUSH_S", 0.5)
+# Rows the log keeps in memory while the database refuses writes; past it the
+# oldest are dropped, counted, and the count is logged.
+REQUEST_LOG_BUFFER_ROWS = env_int("REQUEST_LOG_BUFFER_ROWS", 50_000)
 # Launching the browser and opening a tab, each bounded.
 BROWSER_LAUNCH_TIMEOUT_S = env_float("BROWSER_LAUNCH_TIMEOUT_S", 60)
 
 # --- Django ----------------------------------------------------------------------
 
-SECRET_KEY = env_str("DJANGO_SECRET_KEY") or ("penelope-" + (PENELOPE_KEY or "unset"))
+def secret_key_from(key: str) -> str:
+    """Django's SECRET_KEY for a worker whose key is `key`: derived, so that
+    neither gives the other away."""
+    return "penelope-" + hmac.new(key.encode(), b"django SECRET_KEY", hashlib.sha256).hexdigest()
+
+
+# Without DJANGO_SECRET_KEY, derived from PENELOPE_KEY; `serve` derives it again
+# when it generates the key on a fresh store, so it is never a public default.
+SECRET_KEY_FROM_ENV = bool(env_str("DJANGO_SECRET_KEY"))
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secret_key_from(PENELOPE_KEY or secrets_token())
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = ["*"]
 
@@ -159,7 +203,9 @@ DATABASES = {
             # NORMAL may lose the last transactions on a power loss.
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            # How long a write waits for another process's write lock
+            # (seconds): an operator's command, a backup.
+            "timeout": env_float("DB_BUSY_TIMEOUT_S", 20),
         },
         # Tests that use Django's test database get a real file too.
         "TEST": {"NAME": STORE_DIR / "test-penelope.db"},

@@ -1,5 +1,6 @@
-"""One worker per store: `serve` holds an exclusive lock on `store/worker.lock`
-for its lifetime. The kernel drops it when the process dies, however it dies."""
+"""One process at a time runs the store: `serve` holds an exclusive lock on
+`store/worker.lock` for its lifetime, and `recover_jobs` for as long as it
+runs. The kernel drops the lock when the process dies, however it dies."""
 
 from __future__ import annotations
 
@@ -10,30 +11,35 @@ from django.conf import settings
 
 
 class StoreInUse(RuntimeError):
-    pass
+    def __init__(self, pid: str, command: str):
+        self.pid, self.command = pid, command
+        super().__init__(self.sentence())
+
+    def sentence(self) -> str:
+        if self.command == "serve":
+            return f"A worker (pid {self.pid}) is serving the store {settings.STORE_DIR}."
+        return f"The store {settings.STORE_DIR} is in use by {self.command} (pid {self.pid}); try again when it is done."
 
 
 def lock_path():
     return settings.STORE_DIR / "worker.lock"
 
 
-def acquire() -> int:
-    """Take the store's lock for this process, or StoreInUse naming the holder."""
+def acquire(command: str = "serve") -> int:
+    """Take the store's lock for this process (`command` names it to whoever
+    is refused), or StoreInUse naming the holder."""
     fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        holder = os.read(fd, 64).decode(errors="replace").split()
         os.close(fd)
-        raise StoreInUse(f"Another worker (pid {holder}) is serving the store {settings.STORE_DIR}.") from None
+        pid, held_by = (holder + ["unknown", "serve"])[:2] if holder else ("unknown", "serve")
+        raise StoreInUse(pid, held_by) from None
     os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd  # kept open (and locked) until the process exits
+    os.write(fd, f"{os.getpid()} {command}".encode())
+    return fd  # kept open (and locked) until released or the process exits
 
 
-def held_by_a_worker() -> bool:
-    try:
-        os.close(acquire())
-    except StoreInUse:
-        return True
-    return False
+def release(fd: int) -> None:
+    os.close(fd)

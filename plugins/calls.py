@@ -7,23 +7,13 @@ the outcome and where it goes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from typing import Any
 
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage, registry
+from penelope_site.tasks import spawn
 from plugins.framework import Action, Context, Outcome, run_action
-
-# Detached tasks, kept referenced until they finish.
-_running: set[asyncio.Task] = set()
-
-
-def spawn(coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
-    task = asyncio.get_running_loop().create_task(coro)
-    _running.add(task)
-    task.add_done_callback(_running.discard)
-    return task
 
 
 async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx: Context | None = None) -> Outcome:
@@ -42,4 +32,4 @@ async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], l
     the client goes away meanwhile (its answer is then lost), so the page is
     never left half-driven."""
     claim = await page.acquire(lease_id, settings.PAGE_WAIT_S)
-    return await asyncio.shield(spawn(run_claimed(claim, action, params)))
+    return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name}"))

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
@@ -136,7 +135,7 @@ class Context:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
         from media_store import store
 
-        item = await sync_to_async(store.put)(
+        item = await store.aput(
             data, content_type=content_type, filename=filename, holder=self.media_holder, held_until=self.media_held_until
         )
         self.media_tokens.append(item.token)

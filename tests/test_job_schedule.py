@@ -31,6 +31,6 @@ def test_the_slot_due_is_the_latest_one_due(last_slot, now, expected):
 
 
 def test_a_claim_without_an_outcome_resends_its_own_slot_not_the_next():
-    crashed_mid_post = job(last_slot=0, attempt_claimed_until=1015.0)
+    crashed_mid_post = job(last_slot=0, claim_owner="1234-deadbeef0000")
     assert crashed_mid_post.slot_due(1020.0) == 0
     assert crashed_mid_post.slot_due(1061.0) == 1

@@ -8,32 +8,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from django.db import close_old_connections
-
 from browser.pages import registry
 from browser.runner import Browser
+from penelope_site.loops import Loop
+from penelope_site.tasks import spawn
 
 log = logging.getLogger("penelope.worker")
 
-
-class Loop:
-    """Call `step` every `interval_s` seconds until cancelled; a failing step is
-    logged and the loop goes on."""
-
-    def __init__(self, name: str, step: Callable[[], Awaitable[object]], interval_s: float):
-        self.name, self.step, self.interval_s = name, step, interval_s
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("background loop %s failed; it goes on", self.name)
-            finally:
-                close_old_connections()
+__all__ = ["Loop", "Runtime"]
 
 
 class Runtime:
@@ -52,9 +34,8 @@ class Runtime:
             await step()
         first_tab = await self.browser.start()
         registry.attach(self.browser, first_tab)
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(each.run(), name=each.name) for each in self.loops]
-        self._tasks += [loop.create_task(service()) for service in self.services]
+        self._tasks = [spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
+        self._tasks += [spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
 
     async def stop(self) -> None:
         for step in self.shutdown_steps:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from penelope_site.db_thread import on_db_thread
 from worker.runtime import Loop, Runtime
 
 
@@ -17,24 +17,25 @@ async def load_plugins() -> None:
 
 async def recover_jobs() -> None:
     """Before the port opens: jobs caught running become interrupted."""
-    from jobs.service import recover
+    from jobs.service import arecover
 
-    await sync_to_async(recover)()
+    await arecover()
 
 
 async def sweep_jobs() -> None:
-    from jobs.service import sweep
+    from jobs.service import asweep
 
-    await sync_to_async(sweep)()
+    await asweep()
 
 
 async def sweep_store() -> None:
     """Media files without a row and rows without a file; old request-log rows."""
-    from activity.log import sweep_request_log
+    from activity.log import sweep_request_log_batch
     from media_store.store import drop_orphans
+    from penelope_site.db_thread import adrain
 
-    await sync_to_async(drop_orphans)()
-    await sync_to_async(sweep_request_log)()
+    await on_db_thread(drop_orphans)()
+    await adrain(sweep_request_log_batch)
 
 
 def build_runtime() -> Runtime:
@@ -55,7 +56,7 @@ def build_runtime() -> Runtime:
     from browser.purge import purge_loop_step
     from media_store import store as media_store
 
-    activity_tracker.job_counts = sync_to_async(job_service.counts)
+    activity_tracker.job_counts = on_db_thread(job_service.counts)
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))

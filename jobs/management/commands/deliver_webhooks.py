@@ -1,7 +1,9 @@
 """`manage.py deliver_webhooks [--loop]`: send due webhook attempts.
 
-Safe beside a live worker: each attempt is claimed in the database before it
-is sent, so no attempt goes out twice because two processes saw it due.
+Safe beside a live worker: each attempt is claimed in the database by this
+process's deliverer before it is sent, and only the claim's owner records
+its outcome (jobs/claims.py). With `--loop`, SIGTERM or SIGINT stops it once
+the sends in hand are sent and recorded; a second signal exits at once.
 """
 
 import asyncio
@@ -10,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.delivery import Deliverer, webhook_client
+from penelope_site.loops import run_until_signalled
 
 
 class Command(BaseCommand):
@@ -23,10 +26,7 @@ class Command(BaseCommand):
             raise CommandError("No key to sign with: set PENELOPE_KEY as the worker has it (or keep it in store/key).")
         deliverer = Deliverer()
         if loop:
-            try:
-                asyncio.run(deliverer.run_forever())
-            except KeyboardInterrupt:
-                pass
+            run_until_signalled(deliverer.run_forever, deliverer.stop)
             return
         sent = asyncio.run(self._once(deliverer))
         self.stdout.write(f"sent {sent} webhook attempts")

@@ -1,12 +1,16 @@
-"""`manage.py sweep [--loop]`: delete expired jobs and media, once or every SWEEP_S."""
+"""`manage.py sweep [--loop]`: delete expired jobs and media, once or every SWEEP_S.
 
-import time
+Safe beside a live worker: it works in short batches, one transaction each,
+and unlinks files only after the commit that drops their rows. With `--loop`
+a failed sweep (a locked database, say) is logged and the next one runs on
+time; SIGTERM or SIGINT stops it after the sweep in hand.
+"""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
 
-from jobs.service import sweep
+from jobs.service import asweep, sweep
+from penelope_site.loops import Loop, run_until_signalled
 
 
 def positive_seconds(raw: str) -> float:
@@ -24,10 +28,16 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=positive_seconds, default=settings.SWEEP_S)
 
     def handle(self, *args, loop: bool, interval: float, **options):
-        while True:
-            counts = sweep()
-            self.stdout.write(f"swept {counts['jobs']} jobs and {counts['files']} files")
-            if not loop:
-                return
-            close_old_connections()
-            time.sleep(interval)
+        if not loop:
+            self.report(sweep())
+            return
+
+        async def step() -> None:
+            self.report(await asweep())
+
+        sweeper = Loop("sweep", step, interval, at_start=True)
+        run_until_signalled(sweeper.run, sweeper.stop)
+
+    def report(self, counts: dict[str, int]) -> None:
+        self.stdout.write(f"swept {counts['jobs']} jobs and {counts['files']} files")
+        self.stdout.flush()

@@ -15,16 +15,21 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from penelope_site import store_lock
+from penelope_site.db_thread import run_on_db_thread, watch_connections
 from penelope_site.serving import event_loop, run_daphne, write_new_key
+from penelope_site.settings import secret_key_from, tighten_store
 
 log = logging.getLogger("penelope.worker")
 
 
 def ensure_key(stdout) -> None:
-    """Generate PENELOPE_KEY when neither the environment nor the store has one."""
+    """Generate PENELOPE_KEY when neither the environment nor the store has
+    one; Django's SECRET_KEY is derived from it from this first start on."""
     if settings.PENELOPE_KEY:
         return
     key = settings.PENELOPE_KEY = write_new_key(settings.KEY_FILE)
+    if not settings.SECRET_KEY_FROM_ENV:
+        settings.SECRET_KEY = secret_key_from(key)
     stdout.write(f"Generated PENELOPE_KEY (kept in {settings.KEY_FILE}): {key}\n")
     stdout.flush()
 
@@ -41,7 +46,11 @@ class Command(BaseCommand):
             self._store_lock = store_lock.acquire()
         except store_lock.StoreInUse as error:
             raise CommandError(str(error)) from None
-        call_command("migrate", interactive=False, verbosity=0)
+        tighten_store()
+        # Everything that builds a URL to this worker (the demo family) reads these.
+        settings.PENELOPE_HOST, settings.PENELOPE_PORT = host, port
+        watch_connections()
+        run_on_db_thread(call_command, "migrate", interactive=False, verbosity=0)
         ensure_key(self.stdout)
 
         loop = event_loop()  # first: it installs the reactor daphne and Playwright share
