@@ -298,6 +298,16 @@ def test_a_bad_window_answers_400(api, window_s):
     }
 
 
+def test_the_workload_window_stops_at_the_log_retention(api):
+    week = 7 * 24 * 3600  # REQUEST_LOG_RETENTION_S by default
+    assert api.get("/workload", params={"window_s": str(week)}).status_code == 200
+    response = api.get("/workload", params={"window_s": str(week + 1)})
+    assert response.status_code == 400
+    assert response.json()["error"] == (
+        "Invalid parameter 'window_s': at most 604800 seconds, as long as the log keeps its rows (REQUEST_LOG_RETENTION_S)."
+    )
+
+
 def test_the_workload_window_defaults_to_an_hour(api):
     body = api.get("/workload").json()
     assert body["window_s"] == 3600

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
+import stat
 import subprocess
 import sys
 
 import httpx
+import pytest
 
 from tests.support.worker import ROOT, WorkerProcess, chromium_processes
 
@@ -85,3 +89,66 @@ def test_a_port_in_use_fails_the_start(make_worker, tmp_path):
     assert f"Could not listen on 127.0.0.1:{first.port}." in done.stderr
     assert [line for line in chromium_processes() if str(tmp_path) in line] == []
     assert httpx.get(first.base_url + "/api/v1/health").status_code == 200
+
+
+def test_serve_port_is_the_port_its_own_urls_use(make_worker):
+    """The demo family builds URLs to this worker: from `--port`, not from a
+    PENELOPE_PORT where another worker listens."""
+    other = make_worker()
+    worker = make_worker(env={"PENELOPE_PORT": str(other.port)}, start=False)
+    worker.args = ("--port", str(worker.port))
+    worker.start()
+    with worker.client() as api:
+        assert api.get("/main/plugin/demo/open-account", params={"handle": "alice"}).status_code == 200
+        assert api.get("/main").json()["url"].startswith(f"http://127.0.0.1:{worker.port}/demo/")
+
+
+def test_a_fresh_store_signs_with_a_secret_derived_from_its_new_key(make_worker):
+    from django.core import signing
+
+    from penelope_site.settings import secret_key_from
+
+    worker = make_worker(key="")
+    key = (worker.store / "key").read_text().strip()
+    env = {**os.environ, "PENELOPE_STORE": str(worker.store), "DJANGO_SUPERUSER_PASSWORD": "pw"}
+    subprocess.run(
+        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", "op", "--email", "op@example.com"],
+        cwd=ROOT, env=env, check=True, capture_output=True, timeout=60,
+    )
+    with httpx.Client(base_url=worker.base_url) as browser:
+        form = browser.get("/admin/login/").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+        login = {"username": "op", "password": "pw", "csrfmiddlewaretoken": token, "next": "/admin/"}
+        assert browser.post("/admin/login/", data=login).status_code == 302
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        (session_data,) = db.execute("select session_data from django_session").fetchone()
+    salt = "django.contrib.sessions.SessionStore"
+    assert signing.loads(session_data, key=secret_key_from(key), salt=salt)["_auth_user_id"]
+    with pytest.raises(signing.BadSignature):
+        signing.loads(session_data, key="penelope-unset", salt=salt)
+
+
+def modes(store) -> dict[str, str]:
+    paths = [store, store / "penelope.db", store / "penelope.db-wal", store / "key", store / "media"]
+    paths += sorted((store / "media").iterdir())
+    return {str(path.relative_to(store)): oct(stat.S_IMODE(path.stat().st_mode)) for path in paths}
+
+
+def test_the_store_is_private_to_its_user(make_worker):
+    worker = make_worker(key="")
+    worker.key = (worker.store / "key").read_text().strip()
+    with worker.client() as api:
+        stored = api.get("/main/plugin/testing/media", params={"size": 10})
+        assert stored.status_code == 200
+    private = modes(worker.store)
+    assert private.pop(".") == private.pop("media") == "0o700"
+    assert set(private.values()) == {"0o600"} and len(private) == 4, private
+    assert worker.stop() == 0
+
+    # A store made before: open to every local user. The next start closes it.
+    for path in (worker.store, worker.store / "media"):
+        path.chmod(0o755)
+    for path in [worker.store / "penelope.db", worker.store / "key", *(worker.store / "media").iterdir()]:
+        path.chmod(0o644)
+    worker.start()
+    assert modes(worker.store) == {".": "0o700", "media": "0o700", **private}

@@ -5,6 +5,7 @@ comma-separated list used one per request in turn (the last one repeats):
 a status code (`200`, `500`, `429`, ...), `hang` (never answers in time),
 `slow` (answers 200 after a short delay), `reset` (drops the connection
 mid-answer), `huge` (200 with a very large body) or `redirect` (301).
+`on_request`, when set, is called with each request before it is answered.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -30,6 +32,7 @@ class Receiver:
     hang_s: float = 5
     slow_s: float = 0.2
     requests: list[Received] = field(default_factory=list)
+    on_request: Callable[[Received], None] | None = None
 
     def __post_init__(self):
         self.lock = threading.Lock()
@@ -41,9 +44,12 @@ class Receiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received = Received(self.path, dict(self.headers.items()), body, time.time())
                 with receiver.lock:
-                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, time.time()))
+                    receiver.requests.append(received)
                     count = sum(1 for r in receiver.requests if r.path == self.path)
+                if receiver.on_request is not None:
+                    receiver.on_request(received)
                 behaviours = self.path.strip("/").split("/")[0].split(",")
                 receiver.answer(self, behaviours[min(count, len(behaviours)) - 1])
 
