@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -28,6 +29,10 @@ log = logging.getLogger("penelope.activity")
 # writes for a long time costs the oldest rows, not the worker's memory.
 BUFFER_MAX_ROWS = settings.REQUEST_LOG_BUFFER_ROWS
 _pending: deque[dict[str, Any]] = deque(maxlen=BUFFER_MAX_ROWS)
+# `record` (the event loop) and `put_back` (the database thread) both fill the
+# buffer; the lock makes "is it full, then add" one step, so every row pushed
+# out is counted.
+_filling = threading.Lock()
 FLUSH_BATCH = 500
 # Rows pushed out of a full buffer since the last flush.
 _dropped = 0
@@ -54,21 +59,21 @@ def record(
     if not settings.REQUEST_LOG:
         return
     global _dropped
-    if len(_pending) == BUFFER_MAX_ROWS:
-        _dropped += 1  # reported once per flush, not once per row
-    _pending.append(
-        {
-            "kind": kind,
-            "method": method[:10],
-            "route": route[:200],
-            "path": path[:500],
-            "page_id": page_id[:64] if page_id else None,
-            "status": status,
-            "started_at": started_at,
-            "duration_ms": round(duration_ms, 3),
-            "job_id": job_id,
-        }
-    )
+    row = {
+        "kind": kind,
+        "method": method[:10],
+        "route": route[:200],
+        "path": path[:500],
+        "page_id": page_id[:64] if page_id else None,
+        "status": status,
+        "started_at": started_at,
+        "duration_ms": round(duration_ms, 3),
+        "job_id": job_id,
+    }
+    with _filling:
+        if len(_pending) == BUFFER_MAX_ROWS:
+            _dropped += 1  # reported once per flush, not once per row
+        _pending.append(row)
 
 
 def record_job(
@@ -107,9 +112,10 @@ def flush() -> int:
     rows that no longer fit (the newest, recorded meanwhile, are kept first)
     are counted as dropped."""
     global _dropped
-    if _dropped:
-        log.warning("the request log buffer was full: %d rows were dropped", _dropped)
-        _dropped = 0
+    with _filling:
+        dropped, _dropped = _dropped, 0
+    if dropped:
+        log.warning("the request log buffer was full: %d rows were dropped", dropped)
     rows: list[dict[str, Any]] = []
     while True:
         try:
@@ -130,12 +136,13 @@ def put_back(rows: list[dict[str, Any]]) -> None:
     """Return unwritten rows to the front of the buffer. What does not fit
     beside the rows recorded since is dropped oldest first, and counted."""
     global _dropped
-    room = BUFFER_MAX_ROWS - len(_pending)
-    lost = max(0, len(rows) - room)
-    if lost:
-        _dropped += lost
-        rows = rows[lost:]
-    _pending.extendleft(reversed(rows))
+    with _filling:
+        room = BUFFER_MAX_ROWS - len(_pending)
+        lost = max(0, len(rows) - room)
+        if lost:
+            _dropped += lost
+            rows = rows[lost:]
+        _pending.extendleft(reversed(rows))
 
 
 async def aflush() -> int:

@@ -4,9 +4,10 @@
     PENELOPE_STORE=/tmp/x python -m bench.store_ops sweep --jobs 1000
     PENELOPE_STORE=/tmp/x python -m bench.store_ops running --jobs 1000
 
-`recovery` inserts running jobs and times `jobs.service.recover()`, the
-function `serve` runs before its port opens; `sweep` inserts expired jobs,
-each holding one media file on disk, and times `jobs.service.sweep()`;
+`recovery` inserts running jobs and times what `jobs.service.recover()` does
+(`serve` runs it before its port opens); `sweep` inserts expired jobs, each
+holding one media file on disk, and times what `jobs.service.sweep()` does;
+both also time their longest batch, one write transaction each;
 `running` only inserts running jobs, for a real worker to recover at its
 start. Each prints one JSON line. Run `bench.run`, which calls this.
 """
@@ -59,20 +60,46 @@ def insert_running(count: int, *, webhook_share: float) -> None:
     )
 
 
+class Longest:
+    """The longest call of the batch steps it wraps: each step is one write
+    transaction (and, for a sweep, the unlinks after its commit)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, step):
+        def run(*args):
+            began = time.perf_counter()
+            try:
+                return step(*args)
+            finally:
+                self.seconds = max(self.seconds, time.perf_counter() - began)
+
+        return run
+
+
 def recovery(count: int) -> dict:
-    from jobs.service import recover
+    """What `jobs.service.recover()` does, its batches timed one by one."""
+    from jobs.service import discard_expired_batch, interrupt_batch
+    from penelope_site.db_thread import drain
 
     insert_running(count, webhook_share=0.5)
+    longest = Longest()
     began = time.perf_counter()
-    counts = recover()
-    return {"seconds": time.perf_counter() - began, **counts}
+    now = time.time()
+    counts = {
+        "interrupted": drain(longest.timed(interrupt_batch), now),
+        "expired": drain(longest.timed(discard_expired_batch), now),
+    }
+    return {"seconds": time.perf_counter() - began, "longest_transaction_s": longest.seconds, **counts}
 
 
 def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
     """`count` ended jobs past their deadline, each holding one media file."""
     from jobs.models import Job
-    from jobs.service import sweep as sweep_store
+    from jobs.service import discard_expired_batch
     from media_store import store as media
+    from penelope_site.db_thread import drain
 
     now = time.time()
     data = os.urandom(file_bytes)
@@ -91,11 +118,13 @@ def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
         )
     Job.objects.bulk_create(jobs, batch_size=500)
     files_before = sum(1 for entry in media.media_dir().iterdir() if entry.is_file())
+    longest = Longest()
     began = time.perf_counter()
-    counts = sweep_store()
+    now = time.time()  # what `jobs.service.sweep()` does, its batches timed one by one
+    counts = {"jobs": drain(longest.timed(discard_expired_batch), now), "files": drain(longest.timed(media.sweep_batch), now)}
     seconds = time.perf_counter() - began
     files_after = sum(1 for entry in media.media_dir().iterdir() if entry.is_file())
-    return {"seconds": seconds, **counts, "files_on_disk_before": files_before, "files_on_disk_after": files_after}
+    return {"seconds": seconds, "longest_transaction_s": longest.seconds, **counts, "files_on_disk_before": files_before, "files_on_disk_after": files_after}
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ class JobAdmin(ReadOnlyAdmin):
     search_fields = ("id",)
     fields = (
         "id", "state", "mode", "plugin", "page_id", "started", "finished", "expires", "status", "ttl",
-        "callback", "attempts", "last_error", "next_attempt", "params_json", "result_json", "media_tokens",
+        "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "params_json", "result_json", "media_tokens",
     )
 
     @admin.display(description="started", ordering="started_at")
@@ -33,6 +33,10 @@ class JobAdmin(ReadOnlyAdmin):
     @admin.display(description="next attempt")
     def next_attempt(self, job: Job) -> str:
         return when(job.next_attempt_at)
+
+    @admin.display(description="claimed")
+    def claimed(self, job: Job) -> str:
+        return when(job.claimed_at)
 
     @admin.display(description="parameters")
     def params_json(self, job: Job) -> str:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from penelope_site import store_lock
+
 log = logging.getLogger("penelope.webhooks")
 
 OWNER_ID_LENGTH = 24
@@ -49,8 +51,13 @@ class Owner:
         self._fd: int | None = None
 
     def start(self) -> Owner:
-        fd = os.open(lock_path(self.id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        # Locked under a name nobody looks at, then renamed into place: no
+        # other deliverer ever sees this owner's lock file unlocked.
+        path = lock_path(self.id)
+        fresh = path.with_name(path.name + ".new")
+        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(fresh, path)
         self._fd = fd
         remove_dead_owners()
         return self
@@ -75,17 +82,7 @@ def is_alive(owner_id: str) -> bool:
     harmless, as an owner id is never used again."""
     if not owner_id or "/" in owner_id or len(owner_id) > OWNER_ID_LENGTH + 8:
         return False
-    try:
-        fd = os.open(lock_path(owner_id), os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return store_lock.is_held(lock_path(owner_id))
 
 
 def dead(owner_ids: Iterable[str]) -> list[str]:

@@ -106,8 +106,12 @@ def record_outcome(
         job = Job.objects.filter(id=attempt.job_id).first()
         if job is None or job.claim_owner != owner:
             # Deleted meanwhile (an operator's sweep past its deadline): the
-            # attempt is logged, nothing else is left to act on.
-            log.warning("webhook %s attempt %d: the job was gone when its outcome came", attempt.job_id, attempt.number)
+            # POST is logged as it went, nothing else is left to act on.
+            log.warning(
+                "webhook %s attempt %d: the job was gone, or no longer this deliverer's, when its outcome came",
+                attempt.job_id,
+                attempt.number,
+            )
         elif outcome == DeliveryAttempt.Outcome.DELIVERED:
             if job.record_delivered(owner=owner):
                 media.expire(job.id, until=time.time() + settings.MEDIA_AFTER_DELIVERY_S)
@@ -212,10 +216,12 @@ class Deliverer:
     end. `stop()` ends it after the sends in hand are sent and recorded.
     """
 
-    def __init__(self, concurrency: int = 32, idle_wait_s: float = 5) -> None:
+    def __init__(self, concurrency: int = 32, idle_wait_s: float | None = None) -> None:
         self.wake = asyncio.Event()
         self.concurrency = concurrency
-        self.idle_wait_s = idle_wait_s
+        # How often it looks for attempts nobody woke it for: ones another
+        # process scheduled, or left behind when its deliverer ended.
+        self.idle_wait_s = settings.WEBHOOK_POLL_S if idle_wait_s is None else idle_wait_s
         self.in_flight: set[asyncio.Task] = set()
         self.owner = claims.Owner()
         self.stopping = False

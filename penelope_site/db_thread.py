@@ -22,12 +22,13 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, OperationalError, connection
 from django.db.backends.signals import connection_created
 
 P = ParamSpec("P")
@@ -41,6 +42,7 @@ log = logging.getLogger("penelope.db")
 # Rows one transaction of a sweep or a recovery handles: a few milliseconds
 # of the write lock, so a job start never waits long behind one.
 BATCH_ROWS = 200
+BATCH_PAUSE_S = 0.01
 
 # How long `persist` waits between tries: doubling from the first to the last.
 RETRY_FIRST_S = 0.05
@@ -72,13 +74,15 @@ async def persist(fn: Callable[P, R], *args: P.args, what: str, **kwargs: P.kwar
     """Run `fn` on the database thread until it gets through, for as long as
     this process runs: for writes that must not be lost (a job's end, a
     webhook's outcome) while another process holds SQLite's write lock past
-    the busy timeout. Other errors are raised: trying again would not help."""
+    the busy timeout. Only operational errors (locked, busy, I/O) are tried
+    again; others (an integrity error, a bug) are raised, as trying again
+    would not help."""
     delay = RETRY_FIRST_S
     tries = 0
     while True:
         try:
             return await on_db_thread(fn)(*args, **kwargs)
-        except DatabaseError as error:
+        except OperationalError as error:
             tries += 1
             if tries == 1 or tries % 20 == 0:
                 log.warning("%s could not be stored yet (%s, try %d); trying again", what, error, tries)
@@ -88,13 +92,18 @@ async def persist(fn: Callable[P, R], *args: P.args, what: str, **kwargs: P.kwar
 
 def drain(step: Callable[..., int], *args: Any) -> int:
     """Call a batch step (one transaction of at most BATCH_ROWS rows, answering
-    how many it handled) until a batch comes back short; answers the total."""
+    how many it handled) until a batch comes back short; answers the total.
+
+    For a command beside a live worker: between batches it leaves the write
+    lock free for a moment, as SQLite's busy handler is not fair and a worker
+    waiting for the lock would otherwise sleep through the short gaps."""
     total = 0
     while True:
         handled = step(*args)
         total += handled
         if handled < BATCH_ROWS:
             return total
+        time.sleep(BATCH_PAUSE_S)
 
 
 async def adrain(step: Callable[..., int], *args: Any) -> int:

@@ -111,6 +111,9 @@ PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)
 WEBHOOK_ATTEMPTS_S = env_floats("WEBHOOK_ATTEMPTS_S", "0,60,300,600")
 WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
+# How often a deliverer looks for due attempts it was not woken for (scheduled
+# by another process, or left behind by a deliverer that ended).
+WEBHOOK_POLL_S = env_float("WEBHOOK_POLL_S", 5)
 # Opt-in: refuse callbacks into loopback, private, link-local and metadata addresses.
 WEBHOOK_REFUSE_PRIVATE = env_bool("WEBHOOK_REFUSE_PRIVATE", False)
 MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)

@@ -34,8 +34,8 @@ def acquire(command: str = "serve") -> int:
     except BlockingIOError:
         holder = os.read(fd, 64).decode(errors="replace").split()
         os.close(fd)
-        pid, held_by = (holder + ["unknown", "serve"])[:2] if holder else ("unknown", "serve")
-        raise StoreInUse(pid, held_by) from None
+        pid = holder[0] if holder else "unknown"
+        raise StoreInUse(pid, holder[1] if len(holder) > 1 else "serve") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} {command}".encode())
     return fd  # kept open (and locked) until released or the process exits
@@ -43,3 +43,19 @@ def acquire(command: str = "serve") -> int:
 
 def release(fd: int) -> None:
     os.close(fd)
+
+
+def is_held(path) -> bool:
+    """Whether some process holds the flock on `path` (a missing file: no).
+    Trying takes the lock for a moment when nobody holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
