@@ -383,7 +383,7 @@ def store_phase(plan: Plan, report: Report, scratch: Path) -> None:
     report.add(Row(f"Sweep of {swept['jobs']:,} expired jobs and {files:,} files (jobs.service.sweep)",
                    f"{swept['seconds'] * 1000:.0f} ms", "", "", "≤ 2 s", swept["seconds"] <= 2))
     longest = max(recovered["longest_transaction_s"], swept["longest_transaction_s"])
-    report.add(Row("Longest write transaction of recovery and sweep (one batch of 200 rows)",
+    report.add(Row("Longest write transaction of recovery and sweep (one batch of 100 rows)",
                    f"{longest * 1000:.1f} ms", "", "", "≤ 50 ms", longest <= 0.05))
     # Real restarts, in turn: an empty store, then one with that many jobs caught running.
     starts: dict[int, list[float]] = {0: [], plan.store_jobs: []}

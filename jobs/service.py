@@ -246,9 +246,12 @@ def interrupt_batch(now: float) -> int:
     """One batch of recovery: running jobs become interrupted, ended now."""
     with transaction.atomic():
         jobs = list(Job.objects.running()[:BATCH_ROWS])
+        held_until: dict[float, list[str]] = {}  # a few distinct deadlines: one media update each
         for job in jobs:
             if job.interrupt(now=now, result=error_body(INTERRUPTED_ERROR, job.page_id)):
-                hold_media(job)
+                held_until.setdefault(job.expires_at, []).append(job.id)
+        for until, holders in held_until.items():
+            media.expire_all(holders, until=until)
     return len(jobs)
 
 

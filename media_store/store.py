@@ -115,6 +115,11 @@ def expire(holder: str, *, until: float) -> int:
     return MediaFile.objects.held_by(holder).update(held_until=until)
 
 
+def expire_all(holders: Iterable[str], *, until: float) -> int:
+    """`expire` for many holders with the same deadline, in one update."""
+    return MediaFile.objects.filter(holder__in=list(holders)).update(held_until=until)
+
+
 def drop_rows(holders: Iterable[str]) -> list[str]:
     """Inside the caller's transaction: delete the rows of these holders' files
     and answer the file names, to `unlink` once the transaction has committed."""

@@ -41,8 +41,8 @@ log = logging.getLogger("penelope.db")
 
 # Rows one transaction of a sweep or a recovery handles: a few milliseconds
 # of the write lock, so a job start never waits long behind one.
-BATCH_ROWS = 200
-BATCH_PAUSE_S = 0.01
+BATCH_ROWS = 100
+BATCH_PAUSE_S = 0.005
 
 # How long `persist` waits between tries: doubling from the first to the last.
 RETRY_FIRST_S = 0.05
