@@ -83,6 +83,23 @@ class Activity:
         )
 
 
+def stop_due(
+    *, mode: str, activity: Activity | None, quiet: bool, running_for: float, idle_timeout_s: float, recycle_s: float
+) -> bool:
+    """Whether a running worker is to be stopped (`sleepy`) or recycled
+    (`always`) now: never while its activity cannot be read, while it has a
+    request, a job or a webhook in flight, or while a request through the
+    waker is in flight or began since the read (`quiet` False)."""
+    if activity is None or activity.in_flight or not quiet:
+        return False
+    if mode == SLEEPY:
+        # The worker's idle clock starts when its process does, before the
+        # browser launch: a worker the waker started gets the whole timeout
+        # from the moment it answered, so its first client finds it up.
+        return min(activity.idle_seconds, running_for) >= idle_timeout_s
+    return running_for >= recycle_s
+
+
 @dataclass
 class Child:
     """One worker process and what the waker knows of its end."""
@@ -414,16 +431,14 @@ class PersonaWorker:
             return
         read_started, child = time.monotonic(), self.child
         activity = await self.read_activity()
-        if activity is None or activity.in_flight or not self._quiet_since(read_started):
-            return
-        running_for = time.monotonic() - self.running_since
-        if self.persona.mode == SLEEPY:
-            # The worker's idle clock starts when its process does, before the
-            # browser launch: a worker the waker started gets the whole timeout
-            # from the moment it answered, so its first client finds it up.
-            due = min(activity.idle_seconds, running_for) >= self.persona.idle_timeout_s
-        else:
-            due = running_for >= self.persona.recycle_s
+        due = stop_due(
+            mode=self.persona.mode,
+            activity=activity,
+            quiet=self._quiet_since(read_started),
+            running_for=time.monotonic() - self.running_since,
+            idle_timeout_s=self.persona.idle_timeout_s,
+            recycle_s=self.persona.recycle_s,
+        )
         if not due:
             return
         async with self._transition:

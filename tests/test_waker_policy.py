@@ -1,0 +1,44 @@
+"""The waker's stop-or-recycle decision, a pure function, case by case."""
+
+from __future__ import annotations
+
+import pytest
+
+from waker.personas import ALWAYS, SLEEPY
+from waker.supervisor import Activity, stop_due
+
+
+def activity(*, requests=0, jobs=0, webhooks=0, idle_s=0.0) -> Activity:
+    return Activity(requests_in_flight=requests, jobs_in_flight=jobs, webhooks_pending=webhooks, idle_seconds=idle_s, read_at=0.0)
+
+
+IDLE_60 = activity(idle_s=60.0)
+
+
+@pytest.mark.parametrize(
+    "mode, read, quiet, running_for, due",
+    [
+        # sleepy: stops once idle for its timeout (60 s here)
+        (SLEEPY, IDLE_60, True, 300.0, True),
+        (SLEEPY, activity(idle_s=59.9), True, 300.0, False),
+        # ...counted from when the waker saw it answer, not from the process's own clock
+        (SLEEPY, activity(idle_s=500.0), True, 59.0, False),
+        # never under work: a request, a running job, a webhook waiting for delivery
+        (SLEEPY, activity(requests=1, idle_s=600.0), True, 600.0, False),
+        (SLEEPY, activity(jobs=1, idle_s=600.0), True, 600.0, False),
+        (SLEEPY, activity(webhooks=1, idle_s=600.0), True, 600.0, False),
+        # never while a request through the waker is in flight or began since the read
+        (SLEEPY, IDLE_60, False, 300.0, False),
+        # never on an activity it could not read
+        (SLEEPY, None, True, 300.0, False),
+        # always: recycled after recycle_s (3600 s here), idle or not, never under work
+        (ALWAYS, activity(idle_s=0.0), True, 3600.0, True),
+        (ALWAYS, IDLE_60, True, 3599.0, False),
+        (ALWAYS, activity(jobs=1), True, 7200.0, False),
+        (ALWAYS, activity(), False, 7200.0, False),
+    ],
+)
+def test_stop_due(mode, read, quiet, running_for, due):
+    assert stop_due(
+        mode=mode, activity=read, quiet=quiet, running_for=running_for, idle_timeout_s=60.0, recycle_s=3600.0
+    ) is due
