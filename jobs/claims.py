@@ -70,10 +70,6 @@ class Owner:
         os.close(self._fd)
         self._fd = None
 
-    @property
-    def alive(self) -> bool:
-        return self._fd is not None
-
 
 def is_alive(owner_id: str) -> bool:
     """Whether the deliverer `owner_id` still runs: its life lock is held.
