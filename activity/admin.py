@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from activity.models import RequestLogEntry
-from penelope_site.admin_base import ReadOnlyAdmin, when
+from core.admin_base import ReadOnlyAdmin, when
 
 
 @admin.register(RequestLogEntry)

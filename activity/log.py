@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import Count, Max
 
 from activity.models import KIND_HTTP, KIND_JOB, RequestLogEntry
-from penelope_site.db_thread import BATCH_ROWS, drain, on_db_thread
+from core.db_thread import BATCH_ROWS, drain, on_db_thread
 
 log = logging.getLogger("penelope.activity")
 

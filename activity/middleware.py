@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 
 from activity import log as request_log
 from activity.tracker import tracker
-from penelope_site.api import API_PREFIX, ApiError, error_response
+from core.api import API_PREFIX, ApiError, error_response
 
 HEALTH_PATH = API_PREFIX + "health"
 ACTIVITY_PATH = API_PREFIX + "activity"

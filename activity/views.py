@@ -13,9 +13,9 @@ from rest_framework import serializers
 from activity import log as request_log
 from activity import tracker as tracking
 from browser.pages import registry
-from penelope_site.api import ApiError, api_view, json_response
-from penelope_site.db_thread import on_db_thread
-from penelope_site.schema import Success, described, operation
+from core.api import ApiError, api_view, json_response
+from core.db_thread import on_db_thread
+from core.schema import Success, described, operation
 
 DEFAULT_WINDOW_S = 3600.0
 

@@ -80,8 +80,8 @@ class Longest:
 
 def recovery(count: int) -> dict:
     """What `jobs.service.recover()` does, its batches timed one by one."""
+    from core.db_thread import drain
     from jobs.service import discard_expired_batch, interrupt_batch
-    from penelope_site.db_thread import drain
 
     insert_running(count, webhook_share=0.5)
     longest = Longest()
@@ -96,10 +96,10 @@ def recovery(count: int) -> dict:
 
 def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
     """`count` ended jobs past their deadline, each holding one media file."""
+    from core.db_thread import drain
     from jobs.models import Job
     from jobs.service import discard_expired_batch
     from media_store import store as media
-    from penelope_site.db_thread import drain
 
     now = time.time()
     data = os.urandom(file_bytes)

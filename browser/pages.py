@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from penelope_site.api import ApiError
+from core.api import ApiError
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -12,8 +12,8 @@ from rest_framework import serializers
 
 from browser.pages import registry, validate_page_id
 from browser.purge import purge_idle_pages
-from penelope_site.api import ApiError, api_view, json_response, read_json_body
-from penelope_site.schema import (
+from core.api import ApiError, api_view, json_response, read_json_body
+from core.schema import (
     BODY_ERRORS,
     JOB_ID_PATTERN,
     LEASE_ID_PATTERN,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.admin_base import ReadOnlyAdmin, pretty_json, when
 from jobs.models import DeliveryAttempt, Job
-from penelope_site.admin_base import ReadOnlyAdmin, pretty_json, when
 
 
 @admin.register(Job)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from penelope_site import store_lock
+from core import store_lock
 
 log = logging.getLogger("penelope.webhooks")
 

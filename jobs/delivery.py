@@ -29,13 +29,13 @@ from django.db import transaction
 from django.db.models import Q
 
 from activity.tracker import tracker
+from core.db_thread import on_db_thread, persist
+from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job
 from jobs.service import job_body
 from media_store import store as media
-from penelope_site.db_thread import on_db_thread, persist
-from penelope_site.tasks import spawn
 
 log = logging.getLogger("penelope.webhooks")
 

@@ -11,7 +11,7 @@ import httpx
 from django.conf import settings
 from django.http import HttpRequest
 
-from penelope_site.api import ApiError
+from core.api import ApiError
 
 CALLBACK_HEADER = "X-Callback-Url"
 TTL_HEADER = "X-Result-Ttl"

@@ -2,7 +2,7 @@
 
 Sync functions hold the database work (each transaction is one function);
 the async ones run on the worker's event loop and call them on the database
-thread (`on_db_thread`, penelope_site/db_thread.py), the one path the worker
+thread (`on_db_thread`, core/db_thread.py), the one path the worker
 has to the database. The state changes themselves are `Job` methods.
 """
 
@@ -24,13 +24,13 @@ from django.http import HttpRequest, HttpResponse
 from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
+from core.api import ApiError, error_body, json_response
+from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
+from core.tasks import spawn
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
 from jobs.models import Job, webhook_window
 from jobs.options import JobOptions, parse_options
 from media_store import store as media
-from penelope_site.api import ApiError, error_body, json_response
-from penelope_site.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
-from penelope_site.tasks import spawn
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
 

@@ -10,18 +10,18 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
-from jobs.models import Job
-from jobs.options import CALLBACK_HEADER, MAX_CALLBACK_LENGTH, TTL_HEADER
-from jobs.service import find_live_job, job_body
-from penelope_site.api import ApiError, api_view, json_response
-from penelope_site.db_thread import on_db_thread
-from penelope_site.schema import (
+from core.api import ApiError, api_view, json_response
+from core.db_thread import on_db_thread
+from core.schema import (
     JOB_ID_PATTERN,
     PageSuccess,
     described,
     operation,
     ttl_schema,
 )
+from jobs.models import Job
+from jobs.options import CALLBACK_HEADER, MAX_CALLBACK_LENGTH, TTL_HEADER
+from jobs.service import find_live_job, job_body
 
 JOB_ID = re.compile(r"[0-9a-f]{16}")
 

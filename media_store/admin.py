@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.admin_base import ReadOnlyAdmin, when
 from media_store.models import MediaFile
-from penelope_site.admin_base import ReadOnlyAdmin, when
 
 
 @admin.register(MediaFile)

@@ -20,9 +20,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from core.api import ApiError
+from core.db_thread import BATCH_ROWS, drain, on_db_thread
 from media_store.models import MediaFile
-from penelope_site.api import ApiError
-from penelope_site.db_thread import BATCH_ROWS, drain, on_db_thread
 
 log = logging.getLogger("penelope.media")
 

@@ -10,11 +10,11 @@ from django.http import HttpRequest, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
+from core.api import ApiError, api_view
+from core.db_thread import on_db_thread
+from core.schema import described, operation
 from media_store import store
 from media_store.models import MediaFile
-from penelope_site.api import ApiError, api_view
-from penelope_site.db_thread import on_db_thread
-from penelope_site.schema import described, operation
 
 CHUNK = 256 * 1024
 NOT_FOUND = "No such media file: the link is unknown, used or expired."

@@ -158,6 +158,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "core",
     "browser",
     "plugins",
     "media_store",
@@ -228,7 +229,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
 REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     # The views are plain async Django views; DRF serializers validate their
-    # parameters and drf-spectacular describes them (penelope_site/schema.py).
+    # parameters and drf-spectacular describes them (core/schema.py).
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -248,7 +249,7 @@ SPECTACULAR_SETTINGS = {
         }
     },
     # Enums stay inline (`"success": true` is an enum of one): no enum components to name.
-    "POSTPROCESSING_HOOKS": ["penelope_site.schema.without_enum_ids"],
+    "POSTPROCESSING_HOOKS": ["core.schema.without_enum_ids"],
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 

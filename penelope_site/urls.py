@@ -8,10 +8,10 @@ from django.urls import include, path
 
 from activity import views as activity_views
 from browser import views as browser_views
+from core import schema
+from core.api import API_PREFIX, ApiError, error_response, internal_error
 from jobs import views as job_views
 from media_store import views as media_views
-from penelope_site import schema
-from penelope_site.api import API_PREFIX, ApiError, error_response, internal_error
 from plugins import views as plugin_views
 
 api = "api/v1/"

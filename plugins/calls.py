@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage, registry
-from penelope_site.tasks import spawn
+from core.tasks import spawn
 from plugins.framework import Action, Context, Outcome, run_action
 
 

@@ -28,7 +28,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from penelope_site.api import ApiError, error_body
+from core.api import ApiError, error_body
 
 log = logging.getLogger("penelope.plugins")
 

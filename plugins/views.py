@@ -14,8 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from browser.pages import ManagedPage, registry, validate_page_id
-from penelope_site.api import ApiError, api_view, json_response, read_json_body
-from penelope_site.schema import (
+from core.api import ApiError, api_view, json_response, read_json_body
+from core.schema import (
     BODY_ERRORS,
     PAGE_ID,
     ErrorEnvelope,

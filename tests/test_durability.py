@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from penelope_site import store_lock
+from core import store_lock
 from tests.support.receiver import Received, Receiver
 from tests.support.worker import ROOT, WorkerProcess, wait_until
 from tests.test_jobs import ended, page_idle, rows, started

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from browser.pages import ManagedPage
-from penelope_site.api import ApiError
+from core.api import ApiError
 
 
 def page() -> ManagedPage:

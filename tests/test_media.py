@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from core.api import ApiError
 from media_store import store
 from media_store.models import MediaFile
-from penelope_site.api import ApiError
 from tests.support.worker import WorkerProcess, wait_until
 
 # --- helpers ---------------------------------------------------------------------

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 
 from browser.pages import registry
 from browser.runner import Browser
-from penelope_site.loops import Loop
-from penelope_site.tasks import spawn
+from core.loops import Loop
+from core.tasks import spawn
 
 log = logging.getLogger("penelope.worker")
 

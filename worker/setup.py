@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from penelope_site.db_thread import on_db_thread
+from core.db_thread import on_db_thread
 from worker.runtime import Loop, Runtime
 
 
@@ -31,8 +31,8 @@ async def sweep_jobs() -> None:
 async def sweep_store() -> None:
     """Media files without a row and rows without a file; old request-log rows."""
     from activity.log import sweep_request_log_batch
+    from core.db_thread import adrain
     from media_store.store import drop_orphans
-    from penelope_site.db_thread import adrain
 
     await on_db_thread(drop_orphans)()
     await adrain(sweep_request_log_batch)

@@ -16,8 +16,8 @@ from typing import Any
 
 import schemathesis
 
+from core.api import ApiError
 from jobs.options import CALLBACK_HEADER, parse_callback
-from penelope_site.api import ApiError
 
 NOWHERE = "http://127.0.0.1:9/"  # the discard port: nothing listens, refused at once
 URL_PARAMETERS = ("url",)

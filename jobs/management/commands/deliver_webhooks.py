@@ -11,8 +11,8 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from core.loops import run_until_signalled
 from jobs.delivery import Deliverer, webhook_client
-from penelope_site.loops import run_until_signalled
 
 
 class Command(BaseCommand):

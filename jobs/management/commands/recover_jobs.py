@@ -8,8 +8,8 @@ started meanwhile is refused until it is done.
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core import store_lock
 from jobs.service import recover
-from penelope_site import store_lock
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ time; SIGTERM or SIGINT stops it after the sweep in hand.
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from core.loops import Loop, run_until_signalled
 from jobs.service import asweep, sweep
-from penelope_site.loops import Loop, run_until_signalled
 
 
 def positive_seconds(raw: str) -> float:

@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from penelope_site.serving import event_loop, run_daphne, write_new_key
+from core.serving import event_loop, run_daphne, write_new_key
 from waker.personas import PersonasInvalid, load_personas
 
 log = logging.getLogger("penelope.waker")

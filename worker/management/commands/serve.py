@@ -14,9 +14,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from penelope_site import store_lock
-from penelope_site.db_thread import run_on_db_thread, watch_connections
-from penelope_site.serving import event_loop, run_daphne, write_new_key
+from core import store_lock
+from core.db_thread import run_on_db_thread, watch_connections
+from core.serving import event_loop, run_daphne, write_new_key
 from penelope_site.settings import secret_key_from, tighten_store
 
 log = logging.getLogger("penelope.worker")

@@ -36,7 +36,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from browser.pages import PAGE_ID_PATTERN, RESERVED_PAGE_IDS
-from penelope_site.api import View, api_view, json_response
+from core.api import View, api_view, json_response
 
 # The security scheme, declared in SPECTACULAR_SETTINGS["APPEND_COMPONENTS"].
 BEARER = "bearerAuth"

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from penelope_site.api import ApiError
+from core.api import ApiError
 
 log = logging.getLogger("penelope.tasks")
 
