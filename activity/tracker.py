@@ -1,10 +1,12 @@
 """In-memory counters the waker reads: requests in flight and the last client
-activity, plus the jobs app's counts through a hook."""
+activity. The jobs app calls `tracker.touch()` when a job stops counting (a
+polling job ends, a webhook job is delivered or given up), so the idle clock
+starts then; its counts reach the activity route through the URL
+configuration (`ActivityView.job_counts`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 
@@ -23,16 +25,3 @@ class Tracker:
 
 
 tracker = Tracker(started_at=time.time())
-
-# Set by the jobs app: answers (jobs in flight, webhook jobs waiting to be
-# delivered). This app knows nothing of jobs; without the hook both are 0.
-# The jobs app should also call `tracker.touch()` when a job stops counting
-# (a polling job ends, a webhook job is delivered or given up), so the idle
-# clock starts then.
-job_counts: Callable[[], Awaitable[tuple[int, int]]] | None = None
-
-
-async def current_job_counts() -> tuple[int, int]:
-    if job_counts is None:
-        return 0, 0
-    return await job_counts()

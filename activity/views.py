@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
-from drf_spectacular.utils import OpenApiParameter
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 
 from activity import log as request_log
-from activity import tracker as tracking
+from activity.tracker import tracker
 from browser.pages import registry
-from core.api import ApiError, api_view, json_response
+from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.schema import Success, described, operation
+from core.rest import ApiView, answer
+from core.schema import operation
+from core.shapes import Success
 
 DEFAULT_WINDOW_S = 3600.0
 
@@ -68,52 +72,56 @@ def window_parameter() -> OpenApiParameter:
     )
 
 
-@described(
-    get=operation(
-        operation_id="health",
-        summary="Liveness; needs no key",
-        tags=["activity"],
-        public=True,
-        answers={200: Health},
+class HealthView(ApiView):
+    authentication_classes = ()  # liveness needs no key
+    permission_classes = ()
+
+    @extend_schema(
+        **operation(operation_id="health", summary="Liveness; needs no key", tags=["activity"], public=True, answers={200: Health})
     )
-)
-@api_view("GET")
-async def health(request: HttpRequest) -> HttpResponse:
-    return json_response({"success": True, "page_id": None, "status": "ok", "browser": registry.browser is not None})
+    async def get(self, request: Any) -> HttpResponse:
+        return answer(Health, {"success": True, "page_id": None, "status": "ok", "browser": registry.browser is not None})
 
 
-@described(
-    get=operation(
-        operation_id="activity",
-        summary="Requests and jobs in flight, idle time: what the waker reads",
-        tags=["activity"],
-        answers={200: Activity},
+async def no_jobs() -> tuple[int, int]:
+    return 0, 0
+
+
+class ActivityView(ApiView):
+    # (jobs running, webhook jobs waiting for delivery): given by the URL configuration.
+    job_counts: Callable[[], Awaitable[tuple[int, int]]] = staticmethod(no_jobs)
+
+    @extend_schema(
+        **operation(
+            operation_id="activity",
+            summary="Requests and jobs in flight, idle time: what the waker reads",
+            tags=["activity"],
+            answers={200: Activity},
+        )
     )
-)
-@api_view("GET")
-async def activity(request: HttpRequest) -> HttpResponse:
-    now = time.time()
-    tracker = tracking.tracker
-    jobs_in_flight, webhooks_pending = await tracking.current_job_counts()
-    working = tracker.requests_in_flight or jobs_in_flight or webhooks_pending
-    return json_response(
-        {
-            "success": True,
-            "page_id": None,
-            "requests_in_flight": tracker.requests_in_flight,
-            "jobs_in_flight": jobs_in_flight,
-            "webhooks_pending": webhooks_pending,
-            "last_activity_at": tracker.last_activity_at or None,
-            # A worker with work in flight is not idle, however long ago the
-            # work began.
-            "idle_seconds": 0.0 if working else round(tracker.idle_seconds(now), 3),
-            "busy_pages": [name for name, page in registry.pages.items() if page.busy],
-        }
-    )
+    async def get(self, request: Any) -> HttpResponse:
+        now = time.time()
+        jobs_in_flight, webhooks_pending = await self.job_counts()
+        working = tracker.requests_in_flight or jobs_in_flight or webhooks_pending
+        return answer(
+            Activity,
+            {
+                "success": True,
+                "page_id": None,
+                "requests_in_flight": tracker.requests_in_flight,
+                "jobs_in_flight": jobs_in_flight,
+                "webhooks_pending": webhooks_pending,
+                "last_activity_at": tracker.last_activity_at or None,
+                # A worker with work in flight is not idle, however long ago the
+                # work began.
+                "idle_seconds": 0.0 if working else round(tracker.idle_seconds(now), 3),
+                "busy_pages": [name for name, page in registry.pages.items() if page.busy],
+            },
+        )
 
 
-def window_from(request: HttpRequest) -> float:
-    raw = request.GET.get("window_s")
+def window_from(request: Any) -> float:
+    raw = request.query_params.get("window_s")
     if raw is None:
         return DEFAULT_WINDOW_S
     try:
@@ -131,20 +139,20 @@ def window_from(request: HttpRequest) -> float:
     return window_s
 
 
-@described(
-    get=operation(
-        operation_id="workload",
-        summary="The request log, summarised per route",
-        tags=["activity"],
-        parameters=[window_parameter()],
-        answers={200: Workload},
-        errors={400: "`window_s` is not a positive number, or is past REQUEST_LOG_RETENTION_S."},
+class WorkloadView(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="workload",
+            summary="The request log, summarised per route",
+            tags=["activity"],
+            parameters=[window_parameter()],
+            answers={200: Workload},
+            errors={400: "`window_s` is not a positive number, or is past REQUEST_LOG_RETENTION_S."},
+        )
     )
-)
-@api_view("GET")
-async def workload(request: HttpRequest) -> HttpResponse:
-    window_s = window_from(request)
-    # Rows still in the buffer belong to the window too.
-    await request_log.aflush()
-    summary = await on_db_thread(request_log.workload)(window_s=window_s)
-    return json_response({"success": True, "page_id": None, **summary})
+    async def get(self, request: Any) -> HttpResponse:
+        window_s = window_from(request)
+        # Rows still in the buffer belong to the window too.
+        await request_log.aflush()
+        summary = await on_db_thread(request_log.workload)(window_s=window_s)
+        return answer(Workload, {"success": True, "page_id": None, **summary})

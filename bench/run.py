@@ -177,6 +177,34 @@ def c1_phase(client: httpx.Client, plan: Plan, report: Report) -> Latency:
     return ref
 
 
+@dataclass
+class PairedRounds:
+    """Throughput rounds of a reference and a candidate, alternating. The
+    ratio is the median of each candidate round over the reference round just
+    before it, so a load that drifts over the phase (a shared machine's)
+    cancels out; the rounds shown are each side's median."""
+
+    ratios: list[float]
+    reference: Throughput
+    candidate: Throughput
+    errors: int  # the candidate's, in all rounds
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @classmethod
+    def run(cls, key: str, plan: Plan, client_name: str, *, reference: str, candidate: str) -> PairedRounds:
+        rounds: dict[str, list[Throughput]] = {reference: [], candidate: []}
+        for _ in range(plan.throughput_rounds):
+            for url in (reference, candidate):
+                rounds[url].append(load.throughput(url, key, concurrency=plan.concurrency,
+                                                   seconds=plan.throughput_seconds, client=client_name))
+        ratios = sorted(c.rps / r.rps for r, c in zip(rounds[reference], rounds[candidate], strict=True))
+        median = [sorted(rounds[url], key=lambda r: r.rps)[len(rounds[url]) // 2] for url in (reference, candidate)]
+        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]))
+
+
 def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
     """Polls of one finished job against the reference, in alternating rounds
     from the same client. The ratio is the median of each poll round's
@@ -185,15 +213,8 @@ def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, re
     job_id = start_job(client, NOOP, **{"X-Result-Ttl": "600"})
     assert wait_done(client, job_id)["state"] == "done"
     api = worker.base_url + "/api/v1"
-    rounds: dict[str, list[Throughput]] = {"reference": [], "poll": []}
-    for _ in range(plan.throughput_rounds):
-        for name, url in (("reference", api + REFERENCE_ROUTE), ("poll", f"{api}/jobs/{job_id}")):
-            rounds[name].append(load.throughput(url, worker.key, concurrency=plan.concurrency,
-                                                seconds=plan.throughput_seconds, client=client_name))
-    ratios = sorted(poll.rps / ref.rps for ref, poll in zip(rounds["reference"], rounds["poll"], strict=True))
-    ratio = statistics.median(ratios)
-    ref, poll = (sorted(rounds[name], key=lambda r: r.rps)[len(rounds[name]) // 2] for name in ("reference", "poll"))
-    errors = sum(r.errors for r in rounds["poll"])
+    paired = PairedRounds.run(worker.key, plan, client_name, reference=api + REFERENCE_ROUTE, candidate=f"{api}/jobs/{job_id}")
+    ratios, ratio, ref, poll, errors = paired.ratios, paired.ratio, paired.reference, paired.candidate, paired.errors
     c = plan.concurrency
     report.add(Row(f"Reference: GET /api/v1/main, c={c} (median round)", rate(ref)))
     shown = rate(poll) if errors == poll.errors else rate(poll) + f"; {errors} errors in all rounds"
@@ -201,6 +222,57 @@ def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, re
                    f"{ratio:.2f} × (median of {len(ratios)} paired rounds: "
                    + ", ".join(f"{r:.2f}" for r in ratios) + ")",
                    "≥ 0.7 × reference, 0 errors", ratio >= 0.7 and errors == 0))
+
+
+def floor_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
+    """The cheapest authenticated route against the bare stack (bench/floor.py):
+    alternating at c=1, and in alternating rounds at c=32, like every pair."""
+    with Floor(worker.key) as floor, httpx.Client(base_url=floor.url + "/api/v1",
+                                                 headers={"Authorization": f"Bearer {worker.key}"}) as bare:
+        for _ in range(plan.warmup):
+            bare.get(REFERENCE_ROUTE).raise_for_status()
+        reference, floors = [], []
+        for _ in range(plan.c1_requests):
+            elapsed, response = load.timed_ms(lambda: bare.get(REFERENCE_ROUTE))
+            assert response.status_code == 200, response.text
+            floors.append(elapsed)
+            elapsed, response = load.timed_ms(lambda: client.get(REFERENCE_ROUTE))
+            assert response.status_code == 200, response.text
+            reference.append(elapsed)
+        bare_c1, ref_c1 = Latency.of(floors), Latency.of(reference)
+        report.add(Row("Floor: a bare async Django view with a bearer check under daphne, c=1", lat(bare_c1)))
+        ratio = ref_c1.p50 / bare_c1.p50
+        report.add(Row("GET /api/v1/main against the floor, c=1", lat(ref_c1), f"floor p50 {ms(bare_c1.p50)}",
+                       f"{ratio:.2f} ×", "p50 ≤ 1.4 × floor", ratio <= 1.4))
+        paired = PairedRounds.run(worker.key, plan, client_name, reference=floor.url + "/api/v1" + REFERENCE_ROUTE,
+                                  candidate=worker.base_url + "/api/v1" + REFERENCE_ROUTE)
+    ratios, ratio, bare, ref, errors = paired.ratios, paired.ratio, paired.reference, paired.candidate, paired.errors
+    c = plan.concurrency
+    report.add(Row(f"Floor, c={c} (median round)", rate(bare)))
+    report.add(Row(f"GET /api/v1/main against the floor, c={c} (median round)", rate(ref), f"floor {bare.rps:,.0f} req/s",
+                   f"{ratio:.2f} × (median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.2f}" for r in ratios) + ")",
+                   "≥ 0.6 × floor, 0 errors", ratio >= 0.6 and errors == 0))
+
+
+class Floor:
+    """bench/floor.py in a process of its own, on a free loopback port."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Floor:
+        env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.floor", str(self.port), self.key], cwd=ROOT, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert self.process.stdout.readline().strip() == "ready", "the floor did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
 
 
 def webhook_phase(client: httpx.Client, plan: Plan, report: Report) -> None:
@@ -432,7 +504,7 @@ def machine() -> dict[str, str]:
     }
 
 
-PHASES = ("c1", "throughput", "webhook", "plugin", "peer", "memory", "store")
+PHASES = ("c1", "throughput", "floor", "webhook", "plugin", "peer", "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -462,6 +534,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print(f"c={plan.concurrency}: reference and polls ({client_name})", flush=True)
                 with profiled(pid, profile_dir, "throughput"):
                     throughput_phase(worker, client, plan, report, client_name)
+            if "floor" in phases:
+                print(f"the bare-stack floor, c=1 and c={plan.concurrency} ({client_name})", flush=True)
+                with profiled(pid, profile_dir, "floor"):
+                    floor_phase(worker, client, plan, report, client_name)
             if "webhook" in phases:
                 print("webhooks", flush=True)
                 with profiled(pid, profile_dir, "webhook"):

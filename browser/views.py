@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
-from drf_spectacular.utils import OpenApiResponse
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 from browser.pages import registry, validate_page_id
 from browser.purge import purge_idle_pages
-from core.api import ApiError, api_view, json_response, read_json_body
-from core.schema import (
-    BODY_ERRORS,
-    JOB_ID_PATTERN,
-    LEASE_ID_PATTERN,
-    PAGE_ID,
-    PAGE_ID_SCHEMA_PATTERN,
-    PageSuccess,
-    Success,
-    TrueField,
-    TtlField,
-    described,
-    operation,
-    x_lease,
-)
-from plugins.framework import describe_errors
+from browser.schema import PAGE_ID, PAGE_ID_SCHEMA_PATTERN
+from core.api import ApiError
+from core.rest import ApiView, answer, validated
+from core.schema import BODY_ERRORS, operation, x_lease
+from core.shapes import JOB_ID_PATTERN, LEASE_ID_PATTERN, PageSuccess, Success, TrueField, TtlField
 
 
 class OpenPageParams(serializers.Serializer):
@@ -65,7 +55,7 @@ class PageState(serializers.Serializer):
     url = serializers.CharField(allow_blank=True, help_text="The tab's address.")
 
 
-class PageAnswer(PageState, PageSuccess):
+class PageAnswer(PageSuccess, PageState):
     pass
 
 
@@ -107,133 +97,139 @@ class PurgeReport(Success):
     duration_ms = serializers.FloatField(min_value=0)
 
 
-def validated(serializer_class: type[serializers.Serializer], data: dict) -> dict:
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        raise ApiError(400, describe_errors(serializer.errors))
-    return serializer.validated_data
-
-
-@described(
-    get=operation(
-        operation_id="listPages",
-        summary="List the open pages",
-        tags=["pages"],
-        answers={200: PageList},
-    ),
-    post=operation(
-        operation_id="openPage",
-        summary="Open a page (a new tab)",
-        tags=["pages"],
-        request=OpenPageBody,
-        answers={201: PageAnswer},
-        errors={
-            400: "`page_id` missing, malformed or reserved.",
-            409: "The page is already open, or MAX_PAGES pages are open.",
-            **dict.fromkeys(BODY_ERRORS, ""),
-            503: "",
-        },
-    ),
-)
-@api_view("GET", "POST")
-async def pages(request: HttpRequest) -> HttpResponse:
-    if request.method == "GET":
-        return json_response(
-            {"success": True, "page_id": None, "max_pages": settings.MAX_PAGES,
-             "pages": [page.state() for page in registry.pages.values()]}
+class Pages(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="listPages",
+            summary="List the open pages",
+            tags=["pages"],
+            answers={200: PageList},
         )
-    page_id = validated(OpenPageParams, read_json_body(request))["page_id"]
-    page = await registry.open(page_id)
-    return json_response({"success": True, **page.state()}, 201)
+    )
+    async def get(self, request: Any) -> HttpResponse:
+        pages = [page.state() for page in registry.pages.values()]
+        return answer(PageList, {"success": True, "page_id": None, "max_pages": settings.MAX_PAGES, "pages": pages})
+
+    @extend_schema(
+        **operation(
+            operation_id="openPage",
+            summary="Open a page (a new tab)",
+            tags=["pages"],
+            request=OpenPageBody,
+            answers={201: PageAnswer},
+            errors={
+                400: "`page_id` missing, malformed or reserved.",
+                409: "The page is already open, or MAX_PAGES pages are open.",
+                **dict.fromkeys(BODY_ERRORS, ""),
+                503: "",
+            },
+        )
+    )
+    async def post(self, request: Any) -> HttpResponse:
+        page_id = validated(OpenPageParams, request.data)["page_id"]
+        page = await registry.open(page_id)
+        return answer(PageAnswer, {"success": True, **page.state()}, 201)
 
 
-@described(
-    get=operation(
-        operation_id="getPage",
-        summary="One page's state",
-        tags=["pages"],
-        parameters=[PAGE_ID],
-        answers={200: PageAnswer},
-        errors={400: "", 404: "The page is not open."},
-    ),
-    delete=operation(
-        operation_id="closePage",
-        summary="Close a page",
-        tags=["pages"],
-        parameters=[PAGE_ID, x_lease()],
-        answers={200: PageClosed},
-        errors={
-            400: "",
-            404: "The page is not open.",
-            409: "The page is main (it stays open), or a call or job runs on it or waits for it.",
-            423: "",
-        },
-    ),
-)
-@api_view("GET", "DELETE")
-async def page_detail(request: HttpRequest, page_id: str) -> HttpResponse:
-    validate_page_id(page_id)
-    page = registry.get(page_id)
-    if request.method == "GET":
-        return json_response({"success": True, **page.state()})
-    await registry.close(page_id, request.headers.get("X-Lease"))
-    return json_response({"success": True, "page_id": page_id, "closed": True})
+class PageDetail(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="getPage",
+            summary="One page's state",
+            tags=["pages"],
+            parameters=[PAGE_ID],
+            answers={200: PageAnswer},
+            errors={400: "", 404: "The page is not open."},
+        )
+    )
+    async def get(self, request: Any, page_id: str) -> HttpResponse:
+        validate_page_id(page_id)
+        return answer(PageAnswer, {"success": True, **registry.get(page_id).state()})
+
+    @extend_schema(
+        **operation(
+            operation_id="closePage",
+            summary="Close a page",
+            tags=["pages"],
+            parameters=[PAGE_ID, x_lease()],
+            answers={200: PageClosed},
+            errors={
+                400: "",
+                404: "The page is not open.",
+                409: "The page is main (it stays open), or a call or job runs on it or waits for it.",
+                423: "",
+            },
+        )
+    )
+    async def delete(self, request: Any, page_id: str) -> HttpResponse:
+        validate_page_id(page_id)
+        await registry.close(page_id, request.headers.get("X-Lease"))
+        return answer(PageClosed, {"success": True, "page_id": page_id, "closed": True})
 
 
-@described(
-    post=operation(
-        operation_id="takeLease",
-        summary="Take a lease on a page, or renew one's own",
-        tags=["leases"],
-        parameters=[PAGE_ID, x_lease("To renew: the lease held. Without it, a new lease on an unleased page.")],
-        request=LeaseParams,
-        answers={
-            201: OpenApiResponse(LeaseTaken, "A new lease."),
-            200: OpenApiResponse(LeaseTaken, "The lease in X-Lease, renewed with the new ttl."),
-        },
-        errors={400: "`ttl` missing or out of range, or a bad page id.", 404: "The page is not open.", 423: "", **dict.fromkeys(BODY_ERRORS, "")},
-    ),
-    delete=operation(
-        operation_id="releaseLease",
-        summary="Release a page's lease",
-        tags=["leases"],
-        parameters=[PAGE_ID, x_lease("The lease to release.")],
-        answers={200: LeaseReleased},
-        errors={400: "", 404: "The page is not open.", 423: "No X-Lease, another lease's id, or no lease to release."},
-    ),
-)
-@api_view("POST", "DELETE")
-async def lease(request: HttpRequest, page_id: str) -> HttpResponse:
-    lease_id = request.headers.get("X-Lease")
-    if request.method == "POST":
-        ttl = validated(LeaseParams, read_json_body(request))["ttl"]
+class Lease(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="takeLease",
+            summary="Take a lease on a page, or renew one's own",
+            tags=["leases"],
+            parameters=[PAGE_ID, x_lease("To renew: the lease held. Without it, a new lease on an unleased page.")],
+            request=LeaseParams,
+            answers={
+                201: OpenApiResponse(LeaseTaken, "A new lease."),
+                200: OpenApiResponse(LeaseTaken, "The lease in X-Lease, renewed with the new ttl."),
+            },
+            errors={
+                400: "`ttl` missing or out of range, or a bad page id.",
+                404: "The page is not open.",
+                423: "",
+                **dict.fromkeys(BODY_ERRORS, ""),
+            },
+        )
+    )
+    async def post(self, request: Any, page_id: str) -> HttpResponse:
+        lease_id = request.headers.get("X-Lease")
+        ttl = validated(LeaseParams, request.data)["ttl"]
         validate_page_id(page_id)
         taken = registry.get(page_id).take_lease(ttl, lease_id)
         renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
-        return json_response(
+        return answer(
+            LeaseTaken,
             {"success": True, "page_id": page_id, "lease": taken.id, "ttl": taken.ttl,
              "expires_in": round(taken.expires_in(time.monotonic()), 3)},
             200 if renewed else 201,
         )
-    validate_page_id(page_id)
-    registry.get(page_id).release_lease(lease_id)
-    return json_response({"success": True, "page_id": page_id, "released": True})
 
-
-@described(
-    post=operation(
-        operation_id="purgeMemory",
-        summary="Free memory on every idle page now",
-        tags=["pages"],
-        request=None,
-        answers={200: PurgeReport},
-        errors={503: ""},
+    @extend_schema(
+        **operation(
+            operation_id="releaseLease",
+            summary="Release a page's lease",
+            tags=["leases"],
+            parameters=[PAGE_ID, x_lease("The lease to release.")],
+            answers={200: LeaseReleased},
+            errors={400: "", 404: "The page is not open.", 423: "No X-Lease, another lease's id, or no lease to release."},
+        )
     )
-)
-@api_view("POST")
-async def purge(request: HttpRequest) -> HttpResponse:
-    """Free memory on every idle page now; the same as the `purge` loop."""
-    if registry.browser is None:
-        raise ApiError(503, "The browser is not running.")
-    report = await purge_idle_pages()
-    return json_response({"success": True, "page_id": None, **report.as_dict()})
+    async def delete(self, request: Any, page_id: str) -> HttpResponse:
+        validate_page_id(page_id)
+        registry.get(page_id).release_lease(request.headers.get("X-Lease"))
+        return answer(LeaseReleased, {"success": True, "page_id": page_id, "released": True})
+
+
+class Purge(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="purgeMemory",
+            summary="Free memory on every idle page now",
+            description="Free memory on every idle page now; the same as the `purge` loop.",
+            tags=["pages"],
+            request=None,
+            answers={200: PurgeReport},
+            errors={503: ""},
+        )
+    )
+    async def post(self, request: Any) -> HttpResponse:
+        if registry.browser is None:
+            raise ApiError(503, "The browser is not running.")
+        report = await purge_idle_pages()
+        return answer(PurgeReport, {"success": True, "page_id": None, **report.as_dict()})

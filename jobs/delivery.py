@@ -34,7 +34,7 @@ from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job
-from jobs.service import job_body
+from jobs.shapes import job_body
 from media_store import store as media
 
 log = logging.getLogger("penelope.webhooks")

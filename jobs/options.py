@@ -12,6 +12,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from core.api import ApiError
+from core.shapes import PLAIN_DECIMAL
 
 CALLBACK_HEADER = "X-Callback-Url"
 TTL_HEADER = "X-Result-Ttl"
@@ -44,7 +45,7 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
 
 # Plain decimal seconds: Python's float() would also take "1_0", "1e3" and
 # non-ASCII digits, which no client means.
-TTL_PATTERN = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
+TTL_PATTERN = re.compile(PLAIN_DECIMAL, re.ASCII)
 
 
 def parse_ttl(raw: str) -> float:

@@ -19,17 +19,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
 
 from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
-from core.api import ApiError, error_body, json_response
+from core.api import ApiError, error_body
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
-from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
 from jobs.models import Job, webhook_window
-from jobs.options import JobOptions, parse_options
+from jobs.options import JobOptions
 from media_store import store as media
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
@@ -107,32 +105,21 @@ def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any]
 
 async def submit(
     *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
-) -> HttpResponse:
-    """Claim the idle page for a job (409 at once otherwise), store it, start
-    it in the background and answer 202."""
+) -> Job:
+    """Claim the idle page for a job (409 at once otherwise), store it and
+    start it in the background: the stored, running job."""
     job_id = new_job_id()
     claim = await page.try_acquire(lease_id, job_id)
     # Shielded: a client that leaves now must not cut the start in two (a row
     # stored, its run never started, a job `running` until the next restart).
-    await asyncio.shield(spawn(start_job(job_id, claim, action, params, options), about=f"job {job_id}'s start"))
-    return json_response(
-        {
-            "success": True,
-            "page_id": page.name,
-            "job_id": job_id,
-            "status_url": f"/api/v1/jobs/{job_id}",
-            "ttl": options.ttl,
-            "callback": options.callback,
-        },
-        202,
-    )
+    return await asyncio.shield(spawn(start_job(job_id, claim, action, params, options), about=f"job {job_id}'s start"))
 
 
-async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions) -> None:
+async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions) -> Job:
     """Store the job (503 past MAX_JOBS) and start its run; the page is
     released if it cannot start."""
     try:
-        await on_db_thread(create_job)(
+        job = await on_db_thread(create_job)(
             job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options
         )
     except BaseException:
@@ -141,6 +128,7 @@ async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str,
     task = spawn(run_job(job_id, claim, action, params), about=f"job {job_id} on page {claim.page.name}")
     running_tasks[job_id] = task
     task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
+    return job
 
 
 async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any]) -> None:
@@ -199,27 +187,6 @@ def hold_media(job: Job) -> None:
 
 
 # --- reading -----------------------------------------------------------------------
-
-
-def job_body(job: Job, now: float) -> dict[str, Any]:
-    """The job as a poll (and the webhook) shows it."""
-    delivery = None
-    if job.mode == Job.Mode.WEBHOOK:
-        delivery = {"attempts": job.attempts, "delivered": False, "error": job.last_error}
-    return {
-        "success": True,
-        "page_id": job.page_id,
-        "job_id": job.id,
-        "state": job.state,
-        "plugin": job.plugin,
-        "started_at": round(job.started_at, 3),
-        "finished_at": round(job.finished_at, 3) if job.finished_at is not None else None,
-        "expires_in": round(max(0.0, job.expires_at - now), 3) if job.ended else None,
-        "status": job.status,
-        "result": job.result,
-        "callback": job.callback,
-        "delivery": delivery,
-    }
 
 
 def find_live_job(job_id: str, now: float) -> Job | None:
@@ -297,28 +264,6 @@ async def asweep(now: float | None = None) -> dict[str, int]:
     """`sweep` from the event loop, a batch at a time on the database thread."""
     now = now or time.time()
     return {"jobs": await adrain(discard_expired_batch, now), "files": await adrain(media.sweep_batch, now)}
-
-
-# --- the hook the plugin route calls ---------------------------------------------
-
-
-class JobHook:
-    async def options(self, request: HttpRequest) -> JobOptions | None:
-        options = parse_options(request)
-        if options is not None and options.callback and settings.WEBHOOK_REFUSE_PRIVATE:
-            try:
-                await resolve_allowed(options.callback)
-            except (CallbackRefused, CallbackUnresolved) as refused:
-                raise ApiError(400, f"X-Callback-Url is refused: {refused} (WEBHOOK_REFUSE_PRIVATE).") from None
-        return options
-
-    async def submit(self, **kwargs: Any) -> HttpResponse:
-        return await submit(**kwargs)
-
-    def describe(self) -> dict[str, Any]:
-        from jobs.views import job_description  # the schema's shapes live beside the job route
-
-        return job_description()
 
 
 async def cancel_running() -> None:

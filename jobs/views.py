@@ -1,27 +1,28 @@
-"""`GET /api/v1/jobs/{job_id}`: poll a job."""
+"""Jobs over HTTP: `GET /api/v1/jobs/{job_id}` (poll a job), and `JobStart`,
+what the plugin route is given (penelope_site/urls.py) to start a call as a job."""
 
 from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers
 
-from core.api import ApiError, api_view, json_response
+from browser.pages import ManagedPage
+from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.schema import (
-    JOB_ID_PATTERN,
-    PageSuccess,
-    described,
-    operation,
-    ttl_schema,
-)
-from jobs.models import Job
-from jobs.options import CALLBACK_HEADER, MAX_CALLBACK_LENGTH, TTL_HEADER
-from jobs.service import find_live_job, job_body
+from core.rest import ApiView, answer
+from core.schema import operation
+from core.shapes import JOB_ID_PATTERN
+from jobs import service
+from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
+from jobs.options import CALLBACK_HEADER, MAX_CALLBACK_LENGTH, TTL_HEADER, JobOptions, parse_options
+from jobs.shapes import JobAccepted, JobAt, JobPoll
+from plugins.framework import Action
 
 JOB_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -31,20 +32,39 @@ JOB_ID_PARAMETER = OpenApiParameter(
 )
 
 
-class JobAccepted(PageSuccess):
-    job_id = serializers.RegexField(JOB_ID_PATTERN)
-    status_url = serializers.CharField(help_text="Where to poll it: /api/v1/jobs/{job_id}.")
-    ttl = serializers.FloatField(allow_null=True, help_text="X-Result-Ttl, null for a webhook job.")
-    callback = serializers.CharField(allow_null=True, help_text="X-Callback-Url, null for a polling job.")
+def ttl_header_schema() -> dict[str, Any]:
+    """X-Result-Ttl as the server reads it: plain decimal seconds, more than 0
+    and at most MAX_TTL_S, as a pattern (a header is a string)."""
+    return {"type": "string", "pattern": f"^{ttl_pattern(settings.MAX_TTL_S)}$"}
+
+
+def ttl_pattern(most: float) -> str:
+    """A regular expression (no lookaround, so fuzzers can generate from it)
+    for the plain decimals in (0, most]. For a whole `most` the range is in
+    the pattern; otherwise only the form is."""
+    fraction_only = r"0*\.\d*[1-9]\d*"  # 0.5, .05
+    if most != int(most) or most < 1:
+        return f"(?:0*[1-9]\\d*(?:\\.\\d*)?|{fraction_only})"
+    top = str(int(most))
+    # Whole numbers from 1 to top - 1: every shorter width, then top's own
+    # width with a smaller digit at some place after the same prefix.
+    below = [f"[1-9]\\d{{{width - 1}}}" if width > 1 else "[1-9]" for width in range(1, len(top))]
+    for at, digit in enumerate(top):
+        lowest = 1 if at == 0 else 0
+        if int(digit) > lowest:
+            rest = len(top) - at - 1
+            below.append(top[:at] + f"[{lowest}-{int(digit) - 1}]" + (f"\\d{{{rest}}}" if rest else ""))
+    whole = f"0*(?:{'|'.join(below)})(?:\\.\\d*)?|" if below else ""
+    return f"(?:{whole}{fraction_only}|0*{top}(?:\\.0*)?)"
 
 
 def job_description() -> dict:
-    """What jobs add to the plugin route's description (see `JobHook.describe`)."""
+    """What jobs add to the plugin route's description (see `JobStart.describe`)."""
     return {
         "parameters": [
             OpenApiParameter(
                 TTL_HEADER,
-                ttl_schema(),
+                ttl_header_schema(),
                 OpenApiParameter.HEADER,
                 description=(
                     "Run the call as a polling job: answer 202 at once and hold the result this many seconds "
@@ -89,43 +109,52 @@ def job_description() -> dict:
     }
 
 
-class Delivery(serializers.Serializer):
-    attempts = serializers.IntegerField(min_value=0, help_text="POSTs made so far.")
-    delivered = serializers.BooleanField()
-    error = serializers.CharField(allow_null=True, help_text="Why the last attempt failed, or null.")
-
-
-class JobPoll(PageSuccess):
-    """A job as the poll shows it, and as its webhook POSTs it."""
-
-    job_id = serializers.RegexField(JOB_ID_PATTERN)
-    state = serializers.ChoiceField(choices=Job.State.values)
-    plugin = serializers.CharField(help_text="`family/action`.")
-    started_at = serializers.FloatField(help_text="Epoch seconds.")
-    finished_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null while it runs.")
-    expires_in = serializers.FloatField(min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs.")
-    status = serializers.IntegerField(allow_null=True, help_text="The status the plain call would have answered, null while it runs.")
-    result = serializers.DictField(
-        allow_null=True, help_text="The body the plain call would have answered (a success or the envelope), null while it runs."
+class Poll(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="pollJob",
+            summary="Poll a job",
+            tags=["jobs"],
+            parameters=[JOB_ID_PARAMETER],
+            answers={200: JobPoll},
+            errors={404: "No such job: unknown, delivered or expired."},
+        )
     )
-    callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
-    delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
+    async def get(self, request: Any, job_id: str) -> HttpResponse:
+        job = await on_db_thread(service.find_live_job)(job_id, time.time()) if JOB_ID.fullmatch(job_id) else None
+        if job is None:
+            raise ApiError(404, "No such job: the id is unknown, or its result was delivered or has expired.")
+        # The clock read after the row: a job that ended while the row was
+        # being read shows at most its whole TTL left, never more.
+        return answer(JobPoll, JobAt(job, time.time()))
 
 
-@described(
-    get=operation(
-        operation_id="pollJob",
-        summary="Poll a job",
-        tags=["jobs"],
-        parameters=[JOB_ID_PARAMETER],
-        answers={200: JobPoll},
-        errors={404: "No such job: unknown, delivered or expired."},
-    )
-)
-@api_view("GET")
-async def poll(request: HttpRequest, job_id: str) -> HttpResponse:
-    now = time.time()
-    job = await on_db_thread(find_live_job)(job_id, now) if JOB_ID.fullmatch(job_id) else None
-    if job is None:
-        raise ApiError(404, "No such job: the id is unknown, or its result was delivered or has expired.")
-    return json_response(job_body(job, now))
+class JobStart:
+    """What the plugin route is given to run a call as a job: it reads the
+    job headers, starts the job and answers 202 (see `plugins.views.JobStarter`)."""
+
+    async def options(self, request: HttpRequest) -> JobOptions | None:
+        options = parse_options(request)
+        if options is not None and options.callback and settings.WEBHOOK_REFUSE_PRIVATE:
+            try:
+                await resolve_allowed(options.callback)
+            except (CallbackRefused, CallbackUnresolved) as refused:
+                raise ApiError(400, f"X-Callback-Url is refused: {refused} (WEBHOOK_REFUSE_PRIVATE).") from None
+        return options
+
+    async def start(
+        self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
+    ) -> HttpResponse:
+        job = await service.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
+        accepted = {
+            "success": True,
+            "page_id": job.page_id,
+            "job_id": job.id,
+            "status_url": reverse("job", kwargs={"job_id": job.id}),
+            "ttl": job.ttl,
+            "callback": job.callback,
+        }
+        return answer(JobAccepted, accepted, 202)
+
+    def describe(self) -> dict[str, Any]:
+        return job_description()

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from core.api import ApiError, api_view
+from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.schema import described, operation
+from core.rest import ApiView
+from core.schema import operation
 from media_store import store
 from media_store.models import MediaFile
 
@@ -24,29 +26,33 @@ NOT_FOUND = "No such media file: the link is unknown, used or expired."
 _downloading: set[str] = set()
 
 
-@described(
-    get=operation(
-        operation_id="downloadMedia",
-        summary="Download a plugin's file",
-        description="A plain call's link is one-shot: the first download that reaches its last byte uses it up.",
-        tags=["media"],
-        parameters=[
-            OpenApiParameter("token", str, OpenApiParameter.PATH, description="The token in a `media.url`."),
-            *(
-                OpenApiParameter(name, kind, OpenApiParameter.HEADER, required=True, response=[200], description=what)
-                for name, kind, what in (
-                    ("Content-Length", int, "The file's size in bytes."),
-                    ("Content-Disposition", str, 'attachment; filename="..."'),
-                    ("Cache-Control", str, "no-store"),
-                )
-            ),
-        ],
-        answers={(200, "*/*"): OpenApiResponse(OpenApiTypes.BINARY, "The file, with its own Content-Type.")},
-        errors={404: "No such media file: unknown, used or expired."},
+class Download(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="downloadMedia",
+            summary="Download a plugin's file",
+            description="A plain call's link is one-shot: the first download that reaches its last byte uses it up.",
+            tags=["media"],
+            parameters=[
+                OpenApiParameter("token", str, OpenApiParameter.PATH, description="The token in a `media.url`."),
+                *(
+                    OpenApiParameter(name, kind, OpenApiParameter.HEADER, required=True, response=[200], description=what)
+                    for name, kind, what in (
+                        ("Content-Length", int, "The file's size in bytes."),
+                        ("Content-Disposition", str, 'attachment; filename="..."'),
+                        ("Cache-Control", str, "no-store"),
+                    )
+                ),
+            ],
+            answers={(200, "*/*"): OpenApiResponse(OpenApiTypes.BINARY, "The file, with its own Content-Type.")},
+            errors={404: "No such media file: unknown, used or expired."},
+        )
     )
-)
-@api_view("GET")
-async def download(request: HttpRequest, token: str) -> StreamingHttpResponse:
+    async def get(self, request: Any, token: str) -> StreamingHttpResponse:
+        return await download(token)
+
+
+async def download(token: str) -> StreamingHttpResponse:
     item = await on_db_thread(store.find_available)(token)
     if item is None or item.token in _downloading:
         raise ApiError(404, NOT_FOUND)

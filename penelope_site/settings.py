@@ -12,6 +12,8 @@ import os
 import stat
 from pathlib import Path
 
+from penelope_site.env import env_bool, env_float, env_floats, env_int, env_str, logging_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -20,32 +22,6 @@ def secrets_token() -> str:
     import secrets
 
     return secrets.token_hex(32)
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
-
-
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    return float(raw) if raw else default
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    return int(raw) if raw else default
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    return raw not in ("0", "false", "no", "off")
-
-
-def env_floats(name: str, default: str) -> list[float]:
-    raw = os.environ.get(name, "").strip() or default
-    return [float(part) for part in raw.split(",") if part.strip()]
 
 
 # --- The persona's store -----------------------------------------------------
@@ -166,11 +142,15 @@ INSTALLED_APPS = [
     "jobs",
     "worker",
     "demo_site",
-    "waker",
 ]
 
+# Every request runs only async-native middleware; the admin's own chain
+# (ADMIN_MIDDLEWARE) runs for /admin/ alone (core/middleware.py).
 MIDDLEWARE = [
     "activity.middleware.ApiGateMiddleware",
+    "core.middleware.AdminOnly",
+]
+ADMIN_MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -178,6 +158,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# The admin's checks look for its middleware in MIDDLEWARE; it is in
+# ADMIN_MIDDLEWARE, run by core.middleware.AdminOnly for /admin/.
+SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
 ROOT_URLCONF = "penelope_site.urls"
 ASGI_APPLICATION = "penelope_site.asgi.application"
@@ -227,9 +210,15 @@ STATIC_URL = "static/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
 
 REST_FRAMEWORK = {
+    # The API's views are `core.rest.ApiView`s: these are only what DRF
+    # itself reads. No accounts on the API: the key is the client.
     "UNAUTHENTICATED_USER": None,
-    # The views are plain async Django views; DRF serializers validate their
-    # parameters and drf-spectacular describes them (core/schema.py).
+    "UNAUTHENTICATED_TOKEN": None,
+    "EXCEPTION_HANDLER": "core.rest.envelope_handler",
+    # `?format=` is a plugin parameter like any other, not a renderer choice.
+    "URL_FORMAT_OVERRIDE": None,
+    # Non-ASCII characters go out escaped, as the API has always sent them.
+    "UNICODE_JSON": False,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -243,38 +232,10 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "APPEND_COMPONENTS": {
-        "securitySchemes": {
-            "bearerAuth": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <PENELOPE_KEY>`."}
-        }
-    },
+    # The bearer key's security scheme comes from core.schema.BearerKeyScheme.
     # Enums stay inline (`"success": true` is an enum of one): no enum components to name.
     "POSTPROCESSING_HOOKS": ["core.schema.without_enum_ids"],
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("PENELOPE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"level": "CRITICAL"}, "daphne": {"level": "WARNING"}},
-}
-
-# --- The waker (`manage.py waker`) ---------------------------------------------------
-# One process that runs a worker per persona; it reads these, a worker does not.
-
-WAKER_HOST = env_str("WAKER_HOST", "127.0.0.1")
-WAKER_PORT = env_int("WAKER_PORT", 5100)
-# The key of the waker's own API. When unset, the one in `waker.key` beside the
-# personas file is used; when that is missing too, `waker` generates one.
-WAKER_KEY = env_str("WAKER_KEY")
-# The personas, a JSON file read at start (docs/reference/WAKER_API.md).
-WAKER_PERSONAS = Path(env_str("WAKER_PERSONAS", "./personas.json")).resolve()
-# How often the waker reads each running worker's activity.
-WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
-# How long a worker may take to answer its health check after it is started.
-WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
-# How long a worker has to stop after SIGTERM before it gets SIGKILL.
-WAKER_STOP_GRACE_S = env_float("WAKER_STOP_GRACE_S", 30)
+LOGGING = logging_settings()

@@ -1,42 +1,46 @@
-"""Routes. Everything under /api/v1 answers with the envelope, errors included."""
+"""Routes, and the wiring between the apps: the plugin route is given the
+jobs' starter and the activity route the jobs' counts, so neither app imports
+the jobs app. Everything under /api/v1 answers with the envelope, errors included."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 
-from activity import views as activity_views
-from browser import views as browser_views
-from core import schema
-from core.api import API_PREFIX, ApiError, error_response, internal_error
-from jobs import views as job_views
-from media_store import views as media_views
-from plugins import views as plugin_views
+from activity.views import ActivityView, HealthView, WorkloadView
+from browser.views import Lease, PageDetail, Pages, Purge
+from core.api import API_PREFIX, internal_error
+from core.db_thread import on_db_thread
+from core.rest import NoRoute, error_response
+from core.schema import SchemaView
+from jobs import service as job_service
+from jobs.views import JobStart, Poll
+from media_store.views import Download
+from plugins.views import PluginCall, PrimitiveCall
 
 api = "api/v1/"
 
 urlpatterns = [
-    path(api + "health", activity_views.health, name="health"),
-    path(api + "activity", activity_views.activity, name="activity"),
-    path(api + "workload", activity_views.workload, name="workload"),
-    path(api + "purge", browser_views.purge, name="purge"),
-    path(api + "schema", schema.schema, name="schema"),
-    path(api + "pages", browser_views.pages, name="pages"),
-    path(api + "media/<str:token>", media_views.download, name="media"),
-    path(api + "jobs/<str:job_id>", job_views.poll, name="job"),
-    path(api + "<str:page_id>", browser_views.page_detail, name="page"),
-    path(api + "<str:page_id>/lease", browser_views.lease, name="lease"),
-    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", plugin_views.plugin_call, name="plugin"),
-    path(api + "<str:page_id>/primitive/<str:name>", plugin_views.primitive_call, name="primitive"),
+    path(api + "health", HealthView.as_view(), name="health"),
+    path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_service.counts)), name="activity"),
+    path(api + "workload", WorkloadView.as_view(), name="workload"),
+    path(api + "purge", Purge.as_view(), name="purge"),
+    path(api + "schema", SchemaView.as_view(), name="schema"),
+    path(api + "pages", Pages.as_view(), name="pages"),
+    path(api + "media/<str:token>", Download.as_view(), name="media"),
+    path(api + "jobs/<str:job_id>", Poll.as_view(), name="job"),
+    path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
+    path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
+    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart()), name="plugin"),
+    path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
+    re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),
     path("demo/", include("demo_site.urls")),
 ]
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if request.path.startswith(API_PREFIX):
-        return error_response(ApiError(404, f"No route {request.path[:200]}."))
     return HttpResponse("Not found.", status=404, content_type="text/plain")
 
 

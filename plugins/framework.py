@@ -29,6 +29,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
 from core.api import ApiError, error_body
+from core.rest import validated
 
 log = logging.getLogger("penelope.plugins")
 
@@ -58,10 +59,7 @@ class Action:
         """The validated parameters, or 400 naming the first bad field."""
         if self.params is None:
             return {}
-        serializer = self.params(data=data)
-        if not serializer.is_valid():
-            raise ApiError(400, describe_errors(serializer.errors))
-        return dict(serializer.validated_data)
+        return dict(validated(self.params, data))
 
     def time_limit(self, params: dict[str, Any]) -> float:
         if self.timeout_s is None:
@@ -69,16 +67,6 @@ class Action:
         if callable(self.timeout_s):
             return self.timeout_s(params)
         return self.timeout_s
-
-
-def describe_errors(errors: Any) -> str:
-    field_name, messages = next(iter(errors.items()))
-    message = messages[0] if isinstance(messages, list) else messages
-    if isinstance(message, dict):  # a nested serializer
-        return describe_errors(message)
-    if field_name == "non_field_errors":
-        return f"Invalid parameters: {message}"
-    return f"Invalid parameter '{field_name}': {message}"
 
 
 class Family:

@@ -1,9 +1,9 @@
 """The plugin and primitive routes.
 
-Checks run in the contract's order: key (middleware) → headers and parameters
-400 (malformed JSON 422) → page 404 → plugin 404 → lease 423 → busy 409.
-Jobs plug in through `job_hook`, set by the jobs app: this module knows
-nothing of them.
+Checks run in the contract's order: key (the authentication class) →
+headers and parameters 400 (malformed JSON 422) → page 404 → plugin 404 →
+lease 423 → busy 409. Jobs come in as the plugin view's `jobs` (a
+`JobStarter`, given in penelope_site/urls.py): this module knows nothing of them.
 """
 
 from __future__ import annotations
@@ -12,46 +12,34 @@ from typing import Any, Protocol
 
 from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
 
 from browser.pages import ManagedPage, registry, validate_page_id
-from core.api import ApiError, api_view, json_response, read_json_body
-from core.schema import (
-    BODY_ERRORS,
-    PAGE_ID,
-    ErrorEnvelope,
-    PageSuccess,
-    described,
-    operation,
-    x_lease,
-)
+from browser.schema import PAGE_ID
+from core.api import ApiError
+from core.rest import ApiView, answer, represent
+from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
+from core.shapes import ErrorEnvelope, PageSuccess
 from plugins.calls import run_plain
 from plugins.framework import Action, families, find_action
 from plugins.primitives import primitives
 
 
-class JobHook(Protocol):
+class JobStarter(Protocol):
     async def options(self, request: HttpRequest) -> Any | None:
         """The job options the request's headers ask for (None: a plain call); 400 if bad."""
 
-    async def submit(
+    async def start(
         self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: Any
     ) -> HttpResponse:
-        """Claim the page for a job and answer 202."""
+        """Claim the page for a job, start it and answer 202."""
 
     def describe(self) -> dict[str, Any]:
-        """For the schema: the job headers (`parameters`), the 202 (`answers`)
-        and the statuses a job start adds (`errors`)."""
+        """For the schema: the job headers (`parameters`), the 202 (`answers`),
+        the webhook (`callbacks`) and the statuses a job start adds (`errors`)."""
 
-
-job_hook: JobHook | None = None
 
 JOB_HEADERS = ("X-Callback-Url", "X-Result-Ttl")
-
-
-def call_parameters(request: HttpRequest) -> dict[str, Any]:
-    if request.method == "GET":
-        return {key: request.GET[key] for key in request.GET}
-    return read_json_body(request)
 
 
 # --- the routes' description, read when the schema is generated -------------------------
@@ -59,6 +47,17 @@ def call_parameters(request: HttpRequest) -> dict[str, Any]:
 
 class ActionAnswer(PageSuccess):
     """`success`, `page_id` and the fields the action answers."""
+
+    def to_representation(self, body: dict[str, Any]) -> dict[str, Any]:
+        # The action's own fields are its own: they pass as it answered them.
+        return {**body, **super().to_representation(body)}
+
+
+class ActionOutcome(serializers.Serializer):
+    """The answer of a plain call: the action's success or the envelope."""
+
+    def to_representation(self, body: dict[str, Any]) -> dict[str, Any]:
+        return represent(ActionAnswer if body.get("success") is True else ErrorEnvelope, body)
 
 
 FREE_FORM = {"type": "object", "additionalProperties": True}
@@ -71,7 +70,7 @@ def action_parameters(action: Action) -> str:
     return ", ".join(f"`{name}`" + ("" if field.required else " (optional)") for name, field in fields)
 
 
-def plugin_operation(method: str) -> dict[str, Any]:
+def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
     loaded = families()
     first = next(iter(loaded.values()), None)
     example = None
@@ -80,7 +79,7 @@ def plugin_operation(method: str) -> dict[str, Any]:
     actions = "\n".join(
         f"- `{action.route}`: {action_parameters(action)}" for family in loaded.values() for action in family.actions.values()
     )
-    jobs = job_hook.describe() if job_hook else {}
+    jobs = jobs.describe() if jobs else {}
     parameters = [
         PAGE_ID,
         OpenApiParameter(
@@ -176,35 +175,49 @@ def primitive_operation() -> dict[str, Any]:
     )
 
 
-@described(get=lambda: plugin_operation("GET"), post=lambda: plugin_operation("POST"))
-@api_view("GET", "POST")
-async def plugin_call(request: HttpRequest, page_id: str, family: str, action: str) -> HttpResponse:
-    data = call_parameters(request)
-    job_options = await job_hook.options(request) if job_hook else None
-    validate_page_id(page_id)
-    found = find_action(family, action)
-    params = found.validate(data) if found else {}
-    page = registry.get(page_id)
-    if found is None:
-        raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
-    lease_id = request.headers.get("X-Lease")
-    if job_options is not None:
-        return await job_hook.submit(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
-    outcome = await run_plain(page, found, params, lease_id)
-    return json_response(outcome.body, outcome.status)
+class PluginCall(ApiView):
+    jobs: JobStarter | None = None  # set by the URL configuration
+    schema = DescribedByView()
+
+    def describe(self, method: str) -> dict[str, Any]:
+        return plugin_operation(method, self.jobs)
+
+    async def get(self, request: Any, page_id: str, family: str, action: str) -> HttpResponse:
+        return await self.call(request, dict(request.query_params.items()), page_id, family, action)
+
+    async def post(self, request: Any, page_id: str, family: str, action: str) -> HttpResponse:
+        return await self.call(request, request.data, page_id, family, action)
+
+    async def call(self, request: Any, data: dict[str, Any], page_id: str, family: str, action: str) -> HttpResponse:
+        job_options = await self.jobs.options(request) if self.jobs else None
+        validate_page_id(page_id)
+        found = find_action(family, action)
+        params = found.validate(data) if found else {}
+        page = registry.get(page_id)
+        if found is None:
+            raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
+        lease_id = request.headers.get("X-Lease")
+        if job_options is not None:
+            return await self.jobs.start(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
+        outcome = await run_plain(page, found, params, lease_id)
+        return answer(ActionOutcome, outcome.body, outcome.status)
 
 
-@described(post=primitive_operation)
-@api_view("POST")
-async def primitive_call(request: HttpRequest, page_id: str, name: str) -> HttpResponse:
-    data = read_json_body(request)
-    if any(header in request.headers for header in JOB_HEADERS):
-        raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
-    validate_page_id(page_id)
-    found = primitives.actions.get(name)
-    params = found.validate(data) if found else {}
-    page = registry.get(page_id)
-    if found is None:
-        raise ApiError(404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id)
-    outcome = await run_plain(page, found, params, request.headers.get("X-Lease"))
-    return json_response(outcome.body, outcome.status)
+class PrimitiveCall(ApiView):
+    schema = DescribedByView()
+
+    def describe(self, method: str) -> dict[str, Any]:
+        return primitive_operation()
+
+    async def post(self, request: Any, page_id: str, name: str) -> HttpResponse:
+        data = request.data
+        if any(header in request.headers for header in JOB_HEADERS):
+            raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
+        validate_page_id(page_id)
+        found = primitives.actions.get(name)
+        params = found.validate(data) if found else {}
+        page = registry.get(page_id)
+        if found is None:
+            raise ApiError(404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id)
+        outcome = await run_plain(page, found, params, request.headers.get("X-Lease"))
+        return answer(ActionOutcome, outcome.body, outcome.status)

@@ -5,6 +5,7 @@ purge's skip rules in-process."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import sqlite3
 import time
@@ -13,11 +14,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from django.test import AsyncClient
+from django.test import AsyncRequestFactory
 
 from activity import log as request_log
-from activity import tracker as tracking
 from activity.models import RequestLogEntry
+from activity.views import ActivityView
 from browser.pages import ManagedPage
 from browser.purge import skip_reason
 from tests.support.worker import WorkerProcess, wait_until
@@ -245,19 +246,15 @@ def test_idle_seconds_grow_and_only_client_requests_reset_them(api):
     assert after_poll["last_activity_at"] > later["last_activity_at"]
 
 
-async def test_the_activity_reads_the_jobs_hook(settings):
+async def test_the_activity_reads_the_job_counts_it_is_given(settings):
     settings.PENELOPE_KEY = "in-process-key"
-    previous = tracking.job_counts
 
     async def counts() -> tuple[int, int]:
         return 2, 1
 
-    tracking.job_counts = counts
-    try:
-        response = await AsyncClient().get("/api/v1/activity", headers={"Authorization": "Bearer in-process-key"})
-    finally:
-        tracking.job_counts = previous
-    body = response.json()
+    view = ActivityView.as_view(job_counts=counts)
+    response = await view(AsyncRequestFactory().get("/api/v1/activity", headers={"Authorization": "Bearer in-process-key"}))
+    body = json.loads(response.content)
     assert (body["jobs_in_flight"], body["webhooks_pending"], body["idle_seconds"]) == (2, 1, 0.0)
 
 

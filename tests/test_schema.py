@@ -73,7 +73,8 @@ def api_routes() -> dict[str, set[str]]:
         route = str(getattr(pattern, "pattern", ""))
         if isinstance(pattern, URLPattern) and route.startswith("api/v1/"):
             path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
-            routes[path] = set(pattern.callback.allowed_methods)
+            view = pattern.callback.cls(**pattern.callback.initkwargs)
+            routes[path] = set(view.allowed_methods)
     return routes
 
 
@@ -127,7 +128,10 @@ def test_plugin_route_lists_the_job_headers_and_the_actions(document: dict):
     operation = document["paths"]["/api/v1/{page_id}/plugin/{family}/{action}"]["get"]
     headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
     assert set(headers) == {"X-Lease", "X-Result-Ttl", "X-Callback-Url"}
-    assert headers["X-Result-Ttl"]["schema"]["maximum"] == 600
+    # A header is a string: the pattern is what the server accepts, plain decimal seconds in (0, 600].
+    ttl = re.compile(headers["X-Result-Ttl"]["schema"]["pattern"])
+    assert all(ttl.search(good) for good in ("600", "600.0", "1", "0.5", ".5", "599.999", "0600"))
+    assert not any(ttl.search(bad) for bad in ("0", "0.0", ".", "600.01", "601", "1e2", "5e-324", "-1", "+5", "1_0"))
     assert "202" in operation["responses"]
     assert "`demo/get-following`: `handle`, `limit` (optional), `pause_ms` (optional)" in operation["description"]
     assert "`testing/sleep`" in operation["description"]  # the worker's own families, whatever they are

@@ -82,6 +82,45 @@ def stopped(waker: WakerProcess, name: str) -> dict:
 
 # --- the waker's own API ----------------------------------------------------------------
 
+# The worker's apps and the browser: none is the waker's.
+WORKER_MODULES = ("playwright", "browser", "plugins", "jobs", "activity", "media_store", "worker", "demo_site", "core.db_thread",
+                  "drf_spectacular", "penelope_site.settings", "penelope_site.urls", "django.contrib.admin")
+# Loaded into the waker through PYTHONPATH: at its exit, it writes the
+# modules it holds.
+MODULE_DUMP = """
+import atexit, os, sys
+
+def _dump():
+    with open(os.path.join(os.environ["MODULE_DUMP_DIR"], f"{os.getpid()}.txt"), "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_dump)
+"""
+
+
+def test_the_waker_runs_on_its_own_settings_and_imports_no_worker_app(tmp_path):
+    """The running waker's own `sys.modules`, written at its exit after its
+    start, its API, the proxy and its stop. Its persona never starts, so only
+    the waker is there."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(MODULE_DUMP)
+    env = {**WAKER_ENV, "PYTHONPATH": str(hook), "MODULE_DUMP_DIR": str(hook)}
+    waker = WakerProcess(tmp_path / "waker", [{"name": "idle", "mode": "sleepy"}], env=env).start()
+    try:
+        with waker.client() as api:
+            assert api.get("/personas").status_code == 200
+            assert api.get("/personas/nobody").status_code == 404
+        assert httpx.get(waker.base_url + "/w/nobody/api/v1/health").status_code == 404
+        pid = waker.process.pid
+    finally:
+        assert waker.stop() == []
+    modules = set((hook / f"{pid}.txt").read_text().split())
+    assert {"waker.views", "waker.proxy", "waker.supervisor", "penelope_site.waker_settings", "daphne.server"} <= modules
+    loaded = sorted(name for name in modules if any(name == top or name.startswith(top + ".") for top in WORKER_MODULES))
+    assert loaded == []
+
+
 
 def test_the_api_needs_the_waker_key_and_answers_with_the_envelope(waker):
     with httpx.Client(base_url=waker.base_url + "/api/v1") as stranger:

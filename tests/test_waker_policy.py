@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from waker.personas import ALWAYS, SLEEPY
-from waker.supervisor import Activity, stop_due
+from waker.policy import MAX_RETRY_S, Activity, retry_delay, stop_due
 
 
 def activity(*, requests=0, jobs=0, webhooks=0, idle_s=0.0) -> Activity:
@@ -42,3 +42,8 @@ def test_stop_due(mode, read, quiet, running_for, due):
     assert stop_due(
         mode=mode, activity=read, quiet=quiet, running_for=running_for, idle_timeout_s=60.0, recycle_s=3600.0
     ) is due
+
+
+def test_a_failed_always_start_is_retried_after_a_doubling_delay_up_to_a_minute():
+    assert [retry_delay(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert retry_delay(100) == MAX_RETRY_S

@@ -11,132 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
-import os
-import signal
-import socket
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from django.conf import settings
 
-from waker.personas import ALWAYS, SLEEPY, WORKER_HOST, Persona
+from waker import process as processes
+from waker import readings
+from waker.personas import ALWAYS, SLEEPY, Persona
+from waker.policy import Activity, retry_delay, stop_due
+from waker.process import Child, StartFailed
+from waker.readings import ACTIVITY_TIMEOUT_S, ActivityUnreadable
 
 log = logging.getLogger("penelope.waker")
 
 STOPPED, STARTING, RUNNING, STOPPING = "stopped", "starting", "running", "stopping"
-PROJECT_DIR = Path(settings.BASE_DIR)
-# The worker's own settings that belong to one persona: never passed down
-# from the waker's environment, only from the persona.
-PERSONAL_ENV = ("PENELOPE_KEY", "PENELOPE_STORE", "PENELOPE_HOST", "PENELOPE_PORT", "PENELOPE_PROXY")
-HEALTH_POLL_S = 0.05
-# One activity read; a worker that cannot answer in this time is not stopped.
-ACTIVITY_TIMEOUT_S = 5.0
-# A failed start of an `always` worker is retried after 1, 2, 4, ... seconds, at most this.
-MAX_RETRY_S = 60.0
-LOG_TAIL_BYTES = 4000
-
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
-
-
-class StartFailed(Exception):
-    """The worker did not become healthy; the message says why."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 class WorkInFlight(Exception):
-    """A stop that was not forced found work in flight; the message names it."""
+    """A stop refused: the worker has work in flight."""
 
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
-
-
-@dataclass(frozen=True)
-class Activity:
-    """One read of the worker's `GET /api/v1/activity`."""
-
-    requests_in_flight: int
-    jobs_in_flight: int
-    webhooks_pending: int
-    idle_seconds: float
-    read_at: float  # epoch seconds
-
-    @property
-    def in_flight(self) -> bool:
-        return bool(self.requests_in_flight or self.jobs_in_flight or self.webhooks_pending)
-
-    def describe(self) -> str:
-        return (
-            f"requests: {self.requests_in_flight}, jobs running: {self.jobs_in_flight}, "
-            f"webhook jobs waiting for delivery: {self.webhooks_pending}"
-        )
-
-
-def stop_due(
-    *, mode: str, activity: Activity | None, quiet: bool, running_for: float, idle_timeout_s: float, recycle_s: float
-) -> bool:
-    """Whether a running worker is to be stopped (`sleepy`) or recycled
-    (`always`) now: never while its activity cannot be read, while it has a
-    request, a job or a webhook in flight, or while a request through the
-    waker is in flight or began since the read (`quiet` False)."""
-    if activity is None or activity.in_flight or not quiet:
-        return False
-    if mode == SLEEPY:
-        # The worker's idle clock starts when its process does, before the
-        # browser launch: a worker the waker started gets the whole timeout
-        # from the moment it answered, so its first client finds it up.
-        return min(activity.idle_seconds, running_for) >= idle_timeout_s
-    return running_for >= recycle_s
-
-
-@dataclass
-class Child:
-    """One worker process and what the waker knows of its end."""
-
-    process: asyncio.subprocess.Process
-    stop_requested: bool = False
-    exited: bool = False
-    watcher: asyncio.Task[None] | None = None
-
-
-def _stop_with_the_waker(waker_pid: int):
-    """Run in the child before `exec`: the kernel sends it SIGTERM when the
-    waker dies, however it dies, so no worker outlives its waker."""
-
-    def arrange() -> None:
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != waker_pid:  # the waker died before the line above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return arrange
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((WORKER_HOST, port)) == 0
-
-
-def log_tail(path: Path) -> str:
-    """The last non-empty line of a worker's log: why it would not start."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-            lines = handle.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 class PersonaWorker:
@@ -230,25 +131,7 @@ class PersonaWorker:
         self.state = STARTING
         child: Child | None = None
         try:
-            if port_in_use(persona.port):
-                raise StartFailed(f"Port {persona.port} is already in use by another process.")
-            persona.store.mkdir(parents=True, exist_ok=True)
-            # Opening a local file for append does not wait on anything worth a thread.
-            with open(self.log_path, "ab") as worker_log:  # noqa: ASYNC230
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "manage.py",
-                    "serve",
-                    cwd=PROJECT_DIR,
-                    env=self._worker_env(),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=worker_log,
-                    stderr=asyncio.subprocess.STDOUT,
-                    # Its own session: a Ctrl-C meant for the waker does not reach
-                    # the workers, which the waker then stops one by one.
-                    start_new_session=True,
-                    preexec_fn=_stop_with_the_waker(os.getpid()),
-                )
+            process = await processes.spawn(persona, self.log_path)
             child = self.child = Child(process)
             child.watcher = asyncio.ensure_future(self._watch(child))
             await self._until_healthy(child)
@@ -266,39 +149,8 @@ class PersonaWorker:
         self._failed_starts = 0
         log.info("persona %s: worker %d running on %s", persona.name, child.process.pid, persona.api_url)
 
-    def _worker_env(self) -> dict[str, str]:
-        inherited = {
-            name: value
-            for name, value in os.environ.items()
-            if name not in PERSONAL_ENV and not name.startswith("WAKER_")
-        }
-        return {
-            **inherited,
-            **self.persona.env,
-            "PENELOPE_STORE": str(self.persona.store),
-            "PENELOPE_HOST": WORKER_HOST,
-            "PENELOPE_PORT": str(self.persona.port),
-            "PENELOPE_KEY": self.persona.key,
-            "PYTHONUNBUFFERED": "1",
-        }
-
     async def _until_healthy(self, child: Child) -> None:
-        timeout_s = settings.WAKER_START_TIMEOUT_S
-        deadline = time.monotonic() + timeout_s
-        health_url = self.persona.api_url + "/health"
-        while not self.closing:
-            if child.process.returncode is not None:
-                raise StartFailed(
-                    f"The worker exited with code {child.process.returncode} as it started: {log_tail(self.log_path)}"
-                )
-            try:
-                if (await self.http.get(health_url, timeout=1.0)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise StartFailed(f"The worker was not healthy within {timeout_s:g} s (WAKER_START_TIMEOUT_S).")
-            await asyncio.sleep(HEALTH_POLL_S)
+        await readings.until_healthy(self.http, self.persona, child, self.log_path, lambda: self.closing)
 
     # --- stopping ------------------------------------------------------------------
 
@@ -339,25 +191,8 @@ class PersonaWorker:
                 await self._terminate(self.child)
 
     async def _terminate(self, child: Child) -> None:
-        """SIGTERM, and SIGKILL after WAKER_STOP_GRACE_S."""
         self.state = STOPPING
-        process = child.process
-        if process.returncode is None:
-            child.stop_requested = True
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), settings.WAKER_STOP_GRACE_S)
-            except TimeoutError:
-                log.warning(
-                    "persona %s: worker %d did not stop within %g s; killing it",
-                    self.persona.name,
-                    process.pid,
-                    settings.WAKER_STOP_GRACE_S,
-                )
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        await processes.terminate(child, self.persona.name)
         self._on_exit(child)
         self._mark_stopped()
 
@@ -470,7 +305,7 @@ class PersonaWorker:
             await self._join_start_attempt()
         except StartFailed as error:
             self._failed_starts += 1
-            delay = min(MAX_RETRY_S, 2.0 ** (self._failed_starts - 1))
+            delay = retry_delay(self._failed_starts)
             self._retry_at = time.monotonic() + delay
             log.warning(
                 "persona %s: the worker did not start (%s); trying again in %g s",
@@ -485,21 +320,10 @@ class PersonaWorker:
 
     async def read_activity(self) -> Activity | None:
         """Read the worker's activity; None (and `activity_error`) when it cannot be read."""
-        url = self.persona.api_url + "/activity"
         try:
-            response = await self.http.get(url, headers=self.auth_headers(), timeout=ACTIVITY_TIMEOUT_S)
-            if response.status_code != 200:
-                raise ValueError(f"it answered HTTP {response.status_code}")
-            body = response.json()
-            activity = Activity(
-                requests_in_flight=int(body["requests_in_flight"]),
-                jobs_in_flight=int(body["jobs_in_flight"]),
-                webhooks_pending=int(body["webhooks_pending"]),
-                idle_seconds=float(body["idle_seconds"]),
-                read_at=time.time(),
-            )
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
-            reason = str(error) or error.__class__.__name__
+            activity = await readings.read_activity(self.http, self.persona)
+        except ActivityUnreadable as unreadable:
+            reason = str(unreadable)
             if self.activity_error is None:
                 log.warning("persona %s: cannot read the worker's activity: %s", self.persona.name, reason)
             self.activity_error = reason
@@ -509,7 +333,7 @@ class PersonaWorker:
         return activity
 
     def auth_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.persona.key}"}
+        return readings.auth_headers(self.persona)
 
     @contextlib.contextmanager
     def forwarding(self) -> Iterator[None]:

@@ -6,7 +6,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.models import DeliveryAttempt, Job
-from jobs.service import job_body
+from jobs.shapes import job_body
 
 
 class Command(BaseCommand):

@@ -39,8 +39,7 @@ def ensure_waker_key(stdout, key_file: Path) -> None:
 
 class Command(BaseCommand):
     help = "Run the waker: a worker per persona, started on demand, stopped when idle, never under work."
-    # The checks look at the worker's URLs and models, which the waker neither serves nor uses.
-    requires_system_checks = ()
+    requires_system_checks = ()  # no models, no database: nothing for them to check
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=settings.WAKER_HOST)
@@ -57,12 +56,6 @@ class Command(BaseCommand):
         # httpx logs each request at INFO: for the waker that is an activity
         # read per worker every WAKER_POLL_S, which would bury its own log.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-
-        # The waker's own routes, without the worker's gate (its key, its
-        # activity and request log): set before the ASGI handler loads them.
-        # CommonMiddleware gives each answer its Content-Length.
-        settings.ROOT_URLCONF = "waker.urls"
-        settings.MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
 
         loop = event_loop()  # first: it installs the reactor daphne runs on
 

@@ -1,0 +1,51 @@
+"""Django's session, CSRF, authentication and messages middleware for the
+admin alone.
+
+They are sync middleware: each one run on an async request is a hop to a
+thread and back. The API (a bearer key, no cookies) needs none of them, so
+`AdminOnly` runs the chain in ADMIN_MIDDLEWARE for paths under ADMIN_PREFIX
+and hands every other request straight on. CSRF's view check, which Django
+runs between URL resolution and the view, is forwarded for admin paths too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase
+from django.utils.module_loading import import_string
+
+ADMIN_PREFIX = "/admin/"
+
+
+class AdminOnly:
+    async_capable = True
+    sync_capable = False
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        chain = get_response
+        view_checks = []
+        for name in reversed(settings.ADMIN_MIDDLEWARE):
+            chain = import_string(name)(chain)
+            if hasattr(chain, "process_view"):
+                view_checks.insert(0, chain.process_view)
+        self.admin = chain
+        self.view_checks = view_checks
+        markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if request.path.startswith(ADMIN_PREFIX):
+            return await self.admin(request)
+        return await self.get_response(request)
+
+    async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
+        if not request.path.startswith(ADMIN_PREFIX):
+            return None
+        for check in self.view_checks:
+            response = await sync_to_async(check)(request, view, args, kwargs)
+            if response is not None:
+                return response
+        return None

@@ -1,0 +1,244 @@
+"""DRF as the API runs it.
+
+Every `/api/v1` route is an `ApiView`: an adrf async `APIView` whose handlers
+run on the worker's event loop, where the browser lives. On top of adrf it
+keeps the request path free of thread hops (adrf runs DRF's `initial()` in a
+thread; here it runs inline, since the key check and the permission read
+only headers and settings) and of DRF's per-request extras the API does not
+use (content negotiation, format suffixes, the `Allow` header on every answer).
+
+- Bodies go through `JsonObjectBody`, whatever the Content-Type says.
+- Answers are rendered by the serializer that describes them in the OpenAPI
+  document (`answer`), so the two cannot drift apart.
+- Every failure, from any layer, becomes the envelope in `envelope_handler`,
+  the project's one DRF exception handler: no view builds an error itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from adrf.requests import AsyncRequest
+from adrf.views import APIView
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from rest_framework import exceptions, serializers
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+
+from core.api import ApiError, internal_error
+from core.auth import KEY_REQUIRED, REALM, BearerKey, HasKey
+from core.shapes import ErrorEnvelope
+
+log = logging.getLogger("penelope.api")
+
+TOO_MANY_PARAMETERS = "The request has more than {} parameters (DATA_UPLOAD_MAX_NUMBER_FIELDS)."
+HANDLER_NAMES = ("get", "post", "put", "patch", "delete")
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+class JsonObjectBody(BaseParser):
+    """The body as a JSON object, whatever the Content-Type (the contract does
+    not check it): empty is `{}`, malformed JSON 422, anything but an object
+    400, past DATA_UPLOAD_MAX_MEMORY_SIZE 413."""
+
+    media_type = "application/json"  # what the schema says; FirstChoice picks it for any type
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> dict:
+        try:
+            # Django's `body` enforces the size limit, with or without a Content-Length.
+            raw = parser_context["request"]._request.body
+        except RequestDataTooBig:
+            raise ApiError(413, "The request body is larger than the worker accepts.") from None
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ApiError(422, "The request body is not valid JSON.") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "The request body must be a JSON object.")
+        return data
+
+
+class FirstChoice(BaseContentNegotiation):
+    """One parser and one renderer: the API speaks JSON whatever the request's
+    Content-Type and Accept say."""
+
+    def select_parser(self, request: Any, parsers: list) -> Any:
+        return parsers[0]
+
+    def select_renderer(self, request: Any, renderers: list, format_suffix: str | None = None) -> tuple:
+        return renderers[0], renderers[0].media_type
+
+
+class ApiRequest(AsyncRequest):
+    def _load_stream(self) -> None:
+        # DRF treats a body without a Content-Length as empty; the parser reads
+        # Django's `body` instead, which knows better.
+        self._stream = self._request
+
+
+def describe_errors(errors: Any) -> str:
+    """A serializer's first error as one sentence for the client."""
+    field_name, messages = next(iter(errors.items()))
+    message = messages[0] if isinstance(messages, list) else messages
+    if isinstance(message, dict):  # a nested serializer
+        return describe_errors(message)
+    if field_name == "non_field_errors":
+        return f"Invalid parameters: {message}"
+    return f"Invalid parameter '{field_name}': {message}"
+
+
+def validated(shape: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """`data` checked by the serializer `shape`: its validated data, or 400."""
+    serializer = shape(data=data)
+    if not serializer.is_valid():
+        raise ApiError(400, describe_errors(serializer.errors))
+    return serializer.validated_data
+
+
+# --- answers ------------------------------------------------------------------------------
+
+_renderer = JSONRenderer()
+
+
+def json_response(body: dict[str, Any], status: int = 200) -> HttpResponse:
+    # DRF's JSON renderer, compact and strict (STRICT_JSON): NaN and Infinity
+    # are not JSON, so such a value raises here (a 500 with the envelope)
+    # instead of going out as a body no client parses.
+    content = _renderer.render(body)
+    response = HttpResponse(content, status=status, content_type="application/json")
+    response["Content-Length"] = str(len(content))
+    return response
+
+
+# One instance per shape: a serializer's fields are built once, not per answer.
+_shapes: dict[type[serializers.BaseSerializer], serializers.BaseSerializer] = {}
+
+
+def represent(shape: type[serializers.BaseSerializer], data: Any) -> dict[str, Any]:
+    """`data` as the serializer `shape` shows it."""
+    serializer = _shapes.get(shape)
+    if serializer is None:
+        serializer = _shapes.setdefault(shape, shape())
+    return serializer.to_representation(data)
+
+
+def answer(shape: type[serializers.BaseSerializer], data: Any, status: int = 200) -> HttpResponse:
+    """The response for `data`, rendered by the serializer that describes it."""
+    return json_response(represent(shape, data), status)
+
+
+def error_response(error: ApiError) -> HttpResponse:
+    response = answer(ErrorEnvelope, error.envelope(), error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = REALM
+    return response
+
+
+# --- the exception handler ----------------------------------------------------------------
+
+
+def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
+    """DRF's EXCEPTION_HANDLER: every failure of every view as the envelope.
+    No traceback reaches the client; an unexpected one goes to the log."""
+    page_id = (context.get("kwargs") or {}).get("page_id")
+    allow = None
+    if isinstance(exc, ApiError):
+        error = exc if exc.page_id is not None else ApiError(exc.status, exc.message, page_id)
+    elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        error = ApiError(401, KEY_REQUIRED)
+    elif isinstance(exc, exceptions.MethodNotAllowed):
+        allow = ", ".join(sorted(context["view"].allowed_methods))
+        error = ApiError(405, f"Method {context['request'].method} is not allowed here; use {allow}.", page_id)
+    elif isinstance(exc, TooManyFieldsSent):  # raised by the first read of the query string
+        error = ApiError(400, TOO_MANY_PARAMETERS.format(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS), page_id)
+    elif isinstance(exc, Http404):
+        error = ApiError(404, "Not found.", page_id)
+    elif isinstance(exc, exceptions.APIException):
+        error = ApiError(exc.status_code, str(exc.detail), page_id)
+    else:
+        request = context.get("request")
+        log.exception("unexpected error in %s %s", getattr(request, "method", "?"), getattr(request, "path", "?"), exc_info=exc)
+        error = internal_error(page_id)
+    response = error_response(error)
+    if allow is not None:
+        response["Allow"] = allow
+    return response
+
+
+# --- the views' base ------------------------------------------------------------------------
+
+
+class ApiView(APIView):
+    # The base of every `/api/v1` view: bearer key, JSON in and out, the
+    # envelope for every error. A subclass defines async `get`, `post`, ...;
+    # those are its methods, and any other answers 405 with `Allow`. (A
+    # comment, not a docstring: the schema would take it for every
+    # operation's description.)
+
+    authentication_classes = (BearerKey,)
+    permission_classes = (HasKey,)
+    parser_classes = (JsonObjectBody,)
+    renderer_classes = (JSONRenderer,)
+    content_negotiation_class = FirstChoice
+    throttle_classes = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "http_method_names" not in cls.__dict__:
+            # Only the methods it handles: HEAD and OPTIONS answer 405 like any other.
+            cls.http_method_names = [name for name in HANDLER_NAMES if getattr(cls, name, None) is not None]
+
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        return {}  # no Allow and Vary on every answer: Allow comes with a 405
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> ApiRequest:
+        return ApiRequest(
+            request,
+            parsers=self.get_parsers(),
+            authenticators=self.get_authenticators(),
+            negotiator=self.get_content_negotiator(),
+            parser_context=self.get_parser_context(request),
+        )
+
+    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        self.args, self.kwargs = args, kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = {}
+        try:
+            # Inline: authentication and permission read headers and settings only.
+            self.initial(request, *args, **kwargs)
+            method = request.method.lower()
+            handler = getattr(self, method) if method in self.http_method_names else self.http_method_not_allowed
+            response = await handler(request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        # What Django's clickjacking middleware set when it ran on the API.
+        if "X-Frame-Options" not in response:
+            response["X-Frame-Options"] = "DENY"
+        self.response = response
+        return response
+
+
+class NoRoute(ApiView):
+    # Any other path under /api/v1: 404 in the envelope, once the key is
+    # checked (a client without it learns nothing of the routes).
+
+    schema = None  # not an operation of the API
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options", "trace"]
+
+    async def get(self, request: Any, *args: Any, **kwargs: Any) -> HttpResponse:
+        raise ApiError(404, f"No route {request.path[:200]}.")
+
+    post = put = patch = delete = head = options = trace = get
+    http_method_not_allowed = get  # a method Django does not name: still no route

@@ -1,0 +1,104 @@
+"""A job as clients see it: the poll's answer, which is also the webhook's
+body, and the 202 of a job start. The serializers render them and describe
+them in the OpenAPI document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rest_framework import serializers
+
+from core.rest import represent
+from core.shapes import JOB_ID_PATTERN, PageSuccess
+from jobs.models import Job
+
+
+class Delivery(serializers.Serializer):
+    attempts = serializers.IntegerField(min_value=0, help_text="POSTs made so far.")
+    delivered = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True, help_text="Why the last attempt failed, or null.")
+
+
+class JobPoll(PageSuccess):
+    """A job as the poll shows it, and as its webhook POSTs it."""
+
+    job_id = serializers.RegexField(JOB_ID_PATTERN)
+    state = serializers.ChoiceField(choices=Job.State.values)
+    plugin = serializers.CharField(help_text="`family/action`.")
+    started_at = serializers.FloatField(help_text="Epoch seconds.")
+    finished_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null while it runs.")
+    expires_in = serializers.FloatField(min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs.")
+    status = serializers.IntegerField(allow_null=True, help_text="The status the plain call would have answered, null while it runs.")
+    result = serializers.DictField(
+        allow_null=True, help_text="The body the plain call would have answered (a success or the envelope), null while it runs."
+    )
+    callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
+    delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
+
+
+@dataclass(frozen=True)
+class JobAt:
+    """A job as seen at `now`: what `JobPoll` renders."""
+
+    job: Job
+    now: float
+    success = True
+
+    @property
+    def page_id(self) -> str:
+        return self.job.page_id
+
+    @property
+    def job_id(self) -> str:
+        return self.job.id
+
+    @property
+    def state(self) -> str:
+        return self.job.state
+
+    @property
+    def plugin(self) -> str:
+        return self.job.plugin
+
+    @property
+    def started_at(self) -> float:
+        return round(self.job.started_at, 3)
+
+    @property
+    def finished_at(self) -> float | None:
+        return round(self.job.finished_at, 3) if self.job.finished_at is not None else None
+
+    @property
+    def expires_in(self) -> float | None:
+        return round(max(0.0, self.job.expires_at - self.now), 3) if self.job.ended else None
+
+    @property
+    def status(self) -> int | None:
+        return self.job.status
+
+    @property
+    def result(self) -> dict | None:
+        return self.job.result
+
+    @property
+    def callback(self) -> str | None:
+        return self.job.callback
+
+    @property
+    def delivery(self) -> dict[str, Any] | None:
+        if self.job.mode != Job.Mode.WEBHOOK:
+            return None
+        return {"attempts": self.job.attempts, "delivered": False, "error": self.job.last_error}
+
+
+def job_body(job: Job, now: float) -> dict[str, Any]:
+    """The job as a poll (and the webhook) shows it."""
+    return represent(JobPoll, JobAt(job, now))
+
+
+class JobAccepted(PageSuccess):
+    job_id = serializers.RegexField(JOB_ID_PATTERN)
+    status_url = serializers.CharField(help_text="Where to poll it: /api/v1/jobs/{job_id}.")
+    ttl = serializers.FloatField(allow_null=True, help_text="X-Result-Ttl, null for a webhook job.")
+    callback = serializers.CharField(allow_null=True, help_text="X-Callback-Url, null for a polling job.")

@@ -1,0 +1,44 @@
+"""Reading settings from environment variables: what the worker's and the
+waker's settings modules share."""
+
+from __future__ import annotations
+
+import os
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    return raw not in ("0", "false", "no", "off")
+
+
+def env_floats(name: str, default: str) -> list[float]:
+    raw = os.environ.get(name, "").strip() or default
+    return [float(part) for part in raw.split(",") if part.strip()]
+
+
+def logging_settings() -> dict:
+    """LOGGING: plain lines on standard error, at PENELOPE_LOG_LEVEL."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+        "root": {"handlers": ["console"], "level": env_str("PENELOPE_LOG_LEVEL", "INFO")},
+        "loggers": {"django.request": {"level": "CRITICAL"}, "daphne": {"level": "WARNING"}},
+    }

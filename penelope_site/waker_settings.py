@@ -1,0 +1,49 @@
+"""Settings of the waker (`manage.py waker`), all read from environment
+variables: its own apps and routes only. The waker runs workers as child
+processes; it imports no worker app, no database and no Playwright.
+
+`manage.py` picks this module for the `waker` command (see manage.py).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from penelope_site.env import env_bool, env_float, env_int, env_str, logging_settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# The waker's files (its key, each worker's log) are its user's only.
+os.umask(0o077)
+
+WAKER_HOST = env_str("WAKER_HOST", "127.0.0.1")
+WAKER_PORT = env_int("WAKER_PORT", 5100)
+# The key of the waker's own API. When unset, the one in `waker.key` beside the
+# personas file is used; when that is missing too, `waker` generates one.
+WAKER_KEY = env_str("WAKER_KEY")
+# The personas, a JSON file read at start (docs/reference/WAKER_API.md).
+WAKER_PERSONAS = Path(env_str("WAKER_PERSONAS", "./personas.json")).resolve()
+# How often the waker reads each running worker's activity.
+WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
+# How long a worker may take to answer its health check after it is started.
+WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
+# How long a worker has to stop after SIGTERM before it gets SIGKILL.
+WAKER_STOP_GRACE_S = env_float("WAKER_STOP_GRACE_S", 30)
+# What each worker is started with (a child's DJANGO_SETTINGS_MODULE).
+WORKER_SETTINGS_MODULE = "penelope_site.settings"
+
+# Nothing the waker signs outlives the process: a random key per run.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secrets.token_hex(32)
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = ["*"]
+INSTALLED_APPS = ["waker"]
+# CommonMiddleware gives each answer its Content-Length.
+MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+ROOT_URLCONF = "waker.urls"
+APPEND_SLASH = False
+DATABASES: dict = {}
+USE_TZ = True
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
+
+LOGGING = logging_settings()
