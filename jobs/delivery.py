@@ -229,6 +229,10 @@ class Deliverer:
     def notify(self) -> None:
         self.wake.set()
 
+    def wake_for_job(self, sender: str, **kwargs: object) -> None:
+        """A receiver of `jobs.signals.webhook_ready`."""
+        self.notify()
+
     def stop(self) -> None:
         self.stopping = True
         self.wake.set()

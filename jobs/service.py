@@ -26,6 +26,7 @@ from browser.pages import Claim, ManagedPage
 from core.api import ApiError, error_body
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
+from jobs import signals
 from jobs.models import Job, webhook_window
 from jobs.options import JobOptions
 from media_store import store as media
@@ -38,8 +39,6 @@ INTERRUPTED_ERROR = "job interrupted: the worker stopped before it ended"
 
 # Jobs running on this worker's loop, by id, so a stop can cancel them.
 running_tasks: dict[str, asyncio.Task] = {}
-# Called when a webhook job ends, to wake the deliverer (set by the runtime).
-on_webhook_ready: list = []
 
 
 def new_job_id() -> str:
@@ -161,8 +160,7 @@ async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, A
         log.warning("job %s was no longer running when it ended; its answer was not kept", job_id)
         return
     if job.mode == Job.Mode.WEBHOOK:
-        for wake in on_webhook_ready:
-            wake()
+        signals.webhook_ready.send(sender=job_id)
     else:
         tracker.touch()  # a polling job stops counting: the idle clock starts now
 

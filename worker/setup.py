@@ -40,23 +40,28 @@ async def sweep_store() -> None:
 
 def build_runtime() -> Runtime:
     from jobs import service as job_service
+    from jobs import signals
     from jobs.delivery import Deliverer
 
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
     deliverer = Deliverer()
-    job_service.on_webhook_ready.append(deliverer.notify)
+    # The deliverer wakes when a webhook job ends, for as long as the runtime runs.
+    signals.webhook_ready.connect(deliverer.wake_for_job, weak=False)
     runtime.services.append(deliverer.run_forever)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_service.cancel_running)
-    # The request log, media orphans, the memory purge, the activity's job counts.
+
+    async def disconnect_deliverer() -> None:
+        signals.webhook_ready.disconnect(deliverer.wake_for_job)
+
+    runtime.shutdown_steps.append(disconnect_deliverer)
+    # The request log, media orphans, the memory purge.
     from activity import log as request_log
-    from activity import tracker as activity_tracker
     from browser.purge import purge_loop_step
     from media_store import store as media_store
 
-    activity_tracker.job_counts = on_db_thread(job_service.counts)
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
