@@ -155,6 +155,12 @@ class Job(models.Model):
         taken = self._moved(as_seen, last_slot=slot, attempts=self.attempts + 1, claim_owner=owner, claimed_at=now)
         return slot + 1 if taken else None
 
+    def forget(self) -> bool:
+        """A client is done with the ended job: it is deleted now. False when
+        it is running (or already gone)."""
+        deleted, _ = Job.objects.filter(id=self.id).exclude(state=Job.State.RUNNING).delete()
+        return bool(deleted)
+
     def record_delivered(self, *, owner: str) -> bool:
         """The owner's attempt was answered 2xx: the job is deleted."""
         deleted, _ = Job.objects.filter(id=self.id, claim_owner=owner).delete()

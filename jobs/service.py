@@ -194,6 +194,23 @@ def find_live_job(job_id: str, now: float) -> Job | None:
     return job
 
 
+NO_SUCH_JOB = "No such job: the id is unknown, or its result was delivered or has expired."
+
+
+def forget_job(job_id: str, now: float) -> None:
+    """`DELETE /api/v1/jobs/{id}`: an ended job and its media go now, freeing
+    its MAX_JOBS place and its disk; 404 if there is no such job, 409 while
+    it runs. The files are unlinked after the commit that drops their rows."""
+    with transaction.atomic():
+        job = find_live_job(job_id, now)
+        if job is None:
+            raise ApiError(404, NO_SUCH_JOB)
+        if not job.forget():
+            raise ApiError(409, f"Job {job_id} is still running; cancel it first.", job.page_id)
+        files = media.drop_rows([job.id])
+    media.unlink(files)
+
+
 # --- counts for the waker ------------------------------------------------------------
 
 

@@ -109,7 +109,7 @@ def job_description() -> dict:
     }
 
 
-class Poll(ApiView):
+class JobDetail(ApiView):
     @extend_schema(
         **operation(
             operation_id="pollJob",
@@ -123,10 +123,30 @@ class Poll(ApiView):
     async def get(self, request: Any, job_id: str) -> HttpResponse:
         job = await on_db_thread(service.find_live_job)(job_id, time.time()) if JOB_ID.fullmatch(job_id) else None
         if job is None:
-            raise ApiError(404, "No such job: the id is unknown, or its result was delivered or has expired.")
+            raise ApiError(404, service.NO_SUCH_JOB)
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time()))
+
+    @extend_schema(
+        **operation(
+            operation_id="forgetJob",
+            summary="Forget an ended job now, with its files",
+            description=(
+                "For a client that has read its result: the job and its media files are deleted at once, "
+                "which frees its place under MAX_JOBS and its disk. A running job is refused (409)."
+            ),
+            tags=["jobs"],
+            parameters=[JOB_ID_PARAMETER],
+            answers={204: OpenApiResponse(description="Forgotten; no body.")},
+            errors={404: "No such job: unknown, delivered or expired.", 409: "The job is still running."},
+        )
+    )
+    async def delete(self, request: Any, job_id: str) -> HttpResponse:
+        if not JOB_ID.fullmatch(job_id):
+            raise ApiError(404, service.NO_SUCH_JOB)
+        await on_db_thread(service.forget_job)(job_id, time.time())
+        return HttpResponse(status=204)
 
 
 class JobStart:

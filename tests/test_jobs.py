@@ -273,6 +273,10 @@ def test_past_max_jobs_answers_503(make_worker):
         assert response.status_code == 503 and "MAX_JOBS" in response.json()["error"]
         assert not api.get("/main").json()["busy"]
         assert job_count(worker) == 3
+        # A client done with a result forgets its job: the place is free again.
+        held = rows(worker, "select id from jobs_job limit 1")[0][0]
+        assert api.delete(f"/jobs/{held}").status_code == 204
+        assert start(api, "web/state", ttl=60).status_code == 202
 
 
 # --- polling expiry ----------------------------------------------------------------------
@@ -289,8 +293,36 @@ def test_a_polled_result_expires_after_its_ttl(api, worker):
 
 @pytest.mark.parametrize("job_id", ["0000000000000000", "nope", "..%2F..%2Fetc%2Fpasswd", "'; drop table jobs_job; --", "A" * 16])
 def test_unknown_or_malformed_job_ids_answer_404(api, job_id):
-    response = api.get(f"/jobs/{job_id}")
-    assert response.status_code == 404 and response.json()["success"] is False
+    for response in (api.get(f"/jobs/{job_id}"), api.delete(f"/jobs/{job_id}")):
+        assert response.status_code == 404 and response.json()["success"] is False
+
+
+# --- forgetting a job early -----------------------------------------------------------------
+
+
+def test_an_ended_job_is_forgotten_at_once_with_its_files(api, worker):
+    job_id = started(api, "testing/media", {"size": 1000}, ttl=60)
+    token = ended(api, job_id)["result"]["media"]["url"].rsplit("/", 1)[1]
+    [(name,)] = media_path(worker, token)
+    assert (worker.store / "media" / name).exists()
+    forgotten = api.delete(f"/jobs/{job_id}")
+    assert forgotten.status_code == 204 and forgotten.content == b""
+    assert api.get(f"/jobs/{job_id}").status_code == 404
+    assert rows(worker, "select 1 from jobs_job where id = ?", job_id) == []
+    assert media_path(worker, token) == [] and not (worker.store / "media" / name).exists()
+    assert api.get(f"/media/{token}").status_code == 404
+    again = api.delete(f"/jobs/{job_id}")
+    assert again.status_code == 404 and again.json()["error"].startswith("No such job")
+
+
+def test_a_running_job_is_not_forgotten(api, worker):
+    page_idle(api)
+    job_id = started(api, "testing/sleep", {"seconds": 1}, ttl=60)
+    refused = api.delete(f"/jobs/{job_id}")
+    assert refused.status_code == 409
+    assert refused.json() == {"success": False, "error": f"Job {job_id} is still running; cancel it first.", "page_id": "main"}
+    assert ended(api, job_id)["status"] == 200  # it ran on to its end
+    assert api.delete(f"/jobs/{job_id}").status_code == 204
 
 
 # --- webhooks --------------------------------------------------------------------------
