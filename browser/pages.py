@@ -1,12 +1,14 @@
 """Named pages (browser tabs), their one-at-a-time lock and their leases.
 
 Everything here lives in memory and on the event loop. A page knows a job only
-as the id that holds it.
+as the id that holds it. Each change a client can see (busy, idle, leased,
+released) is published on the event bus (core/events.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import secrets
 import time
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from core import events
 from core.api import ApiError
 
 if TYPE_CHECKING:
@@ -22,11 +25,15 @@ if TYPE_CHECKING:
 
     from browser.runner import Browser
 
+log = logging.getLogger("penelope.pages")
+
 PAGE_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 MAIN_PAGE = "main"
 
 # First path segments the API router already uses; a page cannot take them.
-RESERVED_PAGE_IDS = frozenset({"pages", "jobs", "media", "activity", "health", "workload", "purge", "schema"})
+RESERVED_PAGE_IDS = frozenset(
+    {"pages", "jobs", "media", "activity", "health", "workload", "purge", "schema", "events", "metrics"}
+)
 
 
 def validate_page_id(page_id: str) -> str:
@@ -83,8 +90,12 @@ class ManagedPage:
 
     def current_lease(self) -> Lease | None:
         if self.lease is not None and self.lease.expired(time.monotonic()):
-            self.lease = None
+            self.lease = None  # found expired: released now
+            self._publish("page.released")
         return self.lease
+
+    def _publish(self, event: str) -> None:
+        events.publish(event, page_id=self.name, job_id=self.job_id)
 
     def check_lease(self, lease_id: str | None) -> Lease | None:
         """The lease a call runs under, or 423 when the call may not run."""
@@ -110,6 +121,7 @@ class ManagedPage:
         if lease_id:
             raise ApiError(423, "The lease in X-Lease is unknown or expired.", self.name)
         self.lease = Lease(id=secrets.token_hex(16), ttl=ttl, expires_at=time.monotonic() + ttl)
+        self._publish("page.leased")
         return self.lease
 
     def release_lease(self, lease_id: str | None) -> None:
@@ -117,6 +129,7 @@ class ManagedPage:
             raise ApiError(423, f"Page {self.name} has no lease to release.", self.name)
         self.check_lease(lease_id)
         self.lease = None
+        self._publish("page.released")
 
     # --- the one-at-a-time lock -----------------------------------------------
 
@@ -155,12 +168,11 @@ class ManagedPage:
         # An unlocked lock with no waiters is taken without suspending, so no
         # other caller can slip in between the check above and this line.
         await self.lock.acquire()
-        claim = self._claim(lease_id)
-        claim.job_id = job_id
+        claim = self._claim(lease_id, job_id)
         self.job_id = job_id
         return claim
 
-    def _claim(self, lease_id: str | None) -> Claim:
+    def _claim(self, lease_id: str | None, job_id: str | None = None) -> Claim:
         # The page may have been closed or leased while this caller waited.
         try:
             if self.closed:
@@ -171,7 +183,8 @@ class ManagedPage:
             raise
         if lease is not None:
             lease.active_calls += 1
-        return Claim(page=self, lease=lease)
+        events.publish("page.busy", page_id=self.name, job_id=job_id)
+        return Claim(page=self, lease=lease, job_id=job_id)
 
     def release(self, claim: Claim) -> None:
         if claim.released:
@@ -184,6 +197,7 @@ class ManagedPage:
         if claim.job_id and self.job_id == claim.job_id:
             self.job_id = None
         self.lock.release()
+        events.publish("page.idle", page_id=self.name, job_id=claim.job_id)
 
     def state(self) -> dict:
         lease = self.current_lease()
@@ -255,6 +269,19 @@ class PageRegistry:
         page.closed = True
         del self.pages[page_id]
         await page.tab.close()
+
+    async def reopen_tab(self, page: ManagedPage) -> None:
+        """Close the page's tab and open a new one under the same name: for a
+        cancelled job whose plugin would not stop (its browser calls on the old
+        tab fail from now on)."""
+        old, page.tab = page.tab, None
+        if old is not None and not old.is_closed():
+            try:
+                await asyncio.wait_for(old.close(), settings.BROWSER_LAUNCH_TIMEOUT_S)
+            except Exception as error:  # the browser itself may be gone: a new tab is still tried
+                log.warning("closing page %s's tab failed: %s", page.name, error)
+        if self.browser is not None:
+            page.tab = await self.browser.new_tab()
 
     async def ensure_tab(self, page: ManagedPage) -> Page:
         """The page's tab, opened anew if it crashed or an action closed it."""

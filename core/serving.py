@@ -14,9 +14,9 @@ from pathlib import Path
 log = logging.getLogger("penelope.serving")
 
 
-def write_new_key(key_file: Path) -> str:
-    """A new random key, kept in `key_file` readable by its owner only."""
-    key = secrets.token_urlsafe(32)
+def write_new_key(key_file: Path, key: str | None = None) -> str:
+    """A new random key (or `key`), kept in `key_file` readable by its owner only."""
+    key = key or secrets.token_urlsafe(32)
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")

@@ -15,7 +15,8 @@ class JobAdmin(ReadOnlyAdmin):
     search_fields = ("id",)
     fields = (
         "id", "state", "mode", "plugin", "page_id", "started", "finished", "expires", "status", "ttl",
-        "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "params_json", "result_json", "media_tokens",
+        "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
+        "progress_json", "params_json", "result_json", "media_tokens",
     )
 
     @admin.display(description="started", ordering="started_at")
@@ -41,6 +42,10 @@ class JobAdmin(ReadOnlyAdmin):
     @admin.display(description="parameters")
     def params_json(self, job: Job) -> str:
         return pretty_json(job.params)
+
+    @admin.display(description="progress")
+    def progress_json(self, job: Job) -> str:
+        return pretty_json(job.progress)
 
     @admin.display(description="result")
     def result_json(self, job: Job) -> str:

@@ -16,8 +16,6 @@ and `X-Penelope-Attempt`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
 import time
@@ -29,12 +27,14 @@ from django.db import transaction
 from django.db.models import Q
 
 from activity.tracker import tracker
+from core import events
 from core.db_thread import on_db_thread, persist
 from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job
 from jobs.shapes import job_body
+from jobs.signing import sign, standard_headers
 from media_store import store as media
 
 log = logging.getLogger("penelope.webhooks")
@@ -46,13 +46,10 @@ MAX_ANSWER_READ = 64 * 1024
 @dataclass(frozen=True)
 class Attempt:
     job_id: str
+    page_id: str
     url: str
     number: int
     body: bytes
-
-
-def sign(body: bytes, key: str) -> str:
-    return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
 
 
 def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]:
@@ -68,7 +65,7 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
             if number is None:
                 continue  # another deliverer took it first
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
-            attempts.append(Attempt(job.id, job.callback, number, body))
+            attempts.append(Attempt(job.id, job.page_id, job.callback, number, body))
     return attempts
 
 
@@ -146,6 +143,7 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
         "X-Penelope-Signature": sign(attempt.body, settings.PENELOPE_KEY),
     }
     started_at = time.time()
+    headers.update(standard_headers(attempt.job_id, attempt.body, settings.WEBHOOK_SECRET, started_at))
     began = time.monotonic()
     status_code: int | None = None
     error: str | None = None
@@ -195,6 +193,13 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
     log.info("webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, attempt.url, outcome, error or status_code)
     if outcome != DeliveryAttempt.Outcome.RETRY:
         tracker.touch()  # the job stops counting: the idle clock starts now
+        events.publish(
+            "job.delivered" if outcome == DeliveryAttempt.Outcome.DELIVERED else "job.gave_up",
+            page_id=attempt.page_id,
+            job_id=attempt.job_id,
+            job=lambda: json.loads(attempt.body),  # the job as this attempt POSTed it
+            attempt=attempt.number,
+        )
     return outcome
 
 
@@ -210,7 +215,8 @@ def webhook_client() -> httpx.AsyncClient:
 
 
 class Deliverer:
-    """Sends due attempts as they come due; woken early when a webhook job ends.
+    """Sends due attempts as they come due; woken early by the event bus when
+    a webhook job ends (`follow_bus`, a runtime service beside `run_forever`).
 
     It is one claim owner (jobs/claims.py) from `run_forever`'s start to its
     end. `stop()` ends it after the sends in hand are sent and recorded.
@@ -229,9 +235,12 @@ class Deliverer:
     def notify(self) -> None:
         self.wake.set()
 
-    def wake_for_job(self, sender: str, **kwargs: object) -> None:
-        """A receiver of `jobs.signals.webhook_ready`."""
-        self.notify()
+    def on_event(self, message: dict[str, object]) -> None:
+        if message["event"] == "job.ended" and message.get("mode") == Job.Mode.WEBHOOK:
+            self.notify()
+
+    async def follow_bus(self) -> None:
+        await events.listen(self.on_event)
 
     def stop(self) -> None:
         self.stopping = True

@@ -50,6 +50,7 @@ class Job(models.Model):
         RUNNING = "running"
         DONE = "done"
         INTERRUPTED = "interrupted"
+        CANCELLED = "cancelled"
 
     class Mode(models.TextChoices):
         POLL = "poll"
@@ -81,11 +82,19 @@ class Job(models.Model):
     claim_owner = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     claimed_at = models.FloatField(null=True, blank=True)
     last_error = models.TextField(null=True, blank=True)
+    # The plugin's last progress report, stored with the end (while the job
+    # runs it is kept in the worker's memory).
+    progress = models.JSONField(null=True, blank=True)
+    # An idempotent start's key, and a digest of the request it came with.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    request_digest = models.CharField(max_length=64, null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-started_at"]
+        ordering = ["-started_at", "-id"]
+        # The job list reads newest first, a page at a time after a cursor.
+        indexes = [models.Index(fields=["started_at", "id"], name="jobs_newest")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.plugin} ({self.state})"
@@ -111,16 +120,24 @@ class Job(models.Model):
         return True
 
     def finish(
-        self, *, state: str = State.DONE, status: int, result: dict, finished_at: float, media_tokens: list[str]
+        self,
+        *,
+        state: str = State.DONE,
+        status: int,
+        result: dict,
+        finished_at: float,
+        media_tokens: list[str],
+        progress: dict | None = None,
     ) -> bool:
-        """running -> done (or interrupted): keep the answer until its deadline
-        and, for a webhook, schedule the first attempt."""
+        """running -> done (or interrupted, or cancelled): keep the answer until
+        its deadline and, for a webhook, schedule the first attempt."""
         changes: dict = {
             "state": state,
             "status": status,
             "result": result,
             "finished_at": finished_at,
             "media_tokens": [*self.media_tokens, *media_tokens],
+            "progress": progress if progress is not None else self.progress,
         }
         if self.mode == self.Mode.WEBHOOK:
             changes["expires_at"] = finished_at + webhook_window()

@@ -16,13 +16,16 @@ from core.shapes import PLAIN_DECIMAL
 
 CALLBACK_HEADER = "X-Callback-Url"
 TTL_HEADER = "X-Result-Ttl"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_CALLBACK_LENGTH = 2048
+MAX_IDEMPOTENCY_KEY = 255
 
 
 @dataclass(frozen=True)
 class JobOptions:
     ttl: float | None = None  # polling: seconds the result is held after the end
     callback: str | None = None  # webhook: where the result is POSTed
+    idempotency_key: str | None = None  # a repeat of the same start answers the same 202
 
     @property
     def mode(self) -> str:
@@ -36,11 +39,23 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     ttl = request.headers.get(TTL_HEADER)
     if callback is not None and ttl is not None:
         raise ApiError(400, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
+    if ttl is None and callback is None:
+        return None  # a plain call: Idempotency-Key is not read
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    key = parse_idempotency_key(key) if key is not None else None
     if ttl is not None:
-        return JobOptions(ttl=parse_ttl(ttl))
-    if callback is not None:
-        return JobOptions(callback=parse_callback(callback))
-    return None
+        return JobOptions(ttl=parse_ttl(ttl), idempotency_key=key)
+    return JobOptions(callback=parse_callback(callback), idempotency_key=key)
+
+
+# Printable ASCII, space included (the IETF draft's keys are strings).
+IDEMPOTENCY_KEY_PATTERN = re.compile(rf"[\x20-\x7e]{{1,{MAX_IDEMPOTENCY_KEY}}}")
+
+
+def parse_idempotency_key(raw: str) -> str:
+    if not IDEMPOTENCY_KEY_PATTERN.fullmatch(raw):
+        raise ApiError(400, f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters.")
+    return raw
 
 
 # Plain decimal seconds: Python's float() would also take "1_0", "1e3" and
@@ -48,14 +63,17 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
 TTL_PATTERN = re.compile(PLAIN_DECIMAL, re.ASCII)
 
 
-def parse_ttl(raw: str) -> float:
+def plain_seconds(raw: str, *, most: float, what: str) -> float:
+    """Plain decimal seconds in (0, most], or 400 naming `what`."""
     raw = raw.strip()
-    ttl = float(raw) if TTL_PATTERN.fullmatch(raw) else math.nan
-    if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
-        raise ApiError(
-            400, f"{TTL_HEADER} must be a number of seconds, more than 0 and at most {settings.MAX_TTL_S:g}."
-        )
-    return ttl
+    seconds = float(raw) if TTL_PATTERN.fullmatch(raw) else math.nan
+    if not math.isfinite(seconds) or not 0 < seconds <= most:
+        raise ApiError(400, f"{what} must be a number of seconds, more than 0 and at most {most:g}.")
+    return seconds
+
+
+def parse_ttl(raw: str) -> float:
+    return plain_seconds(raw, most=settings.MAX_TTL_S, what=TTL_HEADER)
 
 
 def parse_callback(raw: str) -> str:

@@ -9,26 +9,32 @@ has to the database. The state changes themselves are `Job` methods.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from activity import log as request_log
 from activity.tracker import tracker
-from browser.pages import Claim, ManagedPage
+from browser.pages import Claim, ManagedPage, registry
+from core import events
 from core.api import ApiError, error_body
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
-from jobs import signals
 from jobs.models import Job, webhook_window
 from jobs.options import JobOptions
+from jobs.progress import ProgressRelay
+from jobs.shapes import job_body
+from jobs.waiting import waiters
 from media_store import store as media
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
@@ -36,9 +42,39 @@ from plugins.framework import Action, Context, Outcome
 log = logging.getLogger("penelope.jobs")
 
 INTERRUPTED_ERROR = "job interrupted: the worker stopped before it ended"
+CANCELLED_ERROR = "job cancelled by a client"
+CANCELLED_STATUS = 499  # nginx's "client closed request", as the request log uses it
 
-# Jobs running on this worker's loop, by id, so a stop can cancel them.
-running_tasks: dict[str, asyncio.Task] = {}
+
+@dataclass
+class RunningJob:
+    """A job this worker runs now: what a cancel, a poll and a stop need."""
+
+    job: Job
+    claim: Claim
+    task: asyncio.Task | None = None
+    progress: dict[str, Any] | None = None
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    # Its outcome is chosen (the plugin's or the cancel's): a cancel is too late.
+    decided: bool = False
+
+    def request_cancel(self) -> bool:
+        """Ask the run to stop; False when its outcome is already chosen."""
+        if self.decided or self.cancel_requested.is_set():
+            return False
+        self.cancel_requested.set()
+        return True
+
+
+# Jobs running on this worker's loop, by id.
+running: dict[str, RunningJob] = {}
+
+
+def publish_job(event: str, job: Job, **fields: Any) -> None:
+    events.publish(
+        event, page_id=job.page_id, job_id=job.id, job=lambda: job_body(job, time.time()), state=job.state,
+        mode=job.mode, **fields,
+    )
 
 
 def new_job_id() -> str:
@@ -80,9 +116,14 @@ class HeldJobsBound:
 held_jobs = HeldJobsBound()
 
 
-def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions) -> Job:
+def create_job(
+    *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, digest: str | None = None
+) -> Job:
     """Insert the running job, or 503 when MAX_JOBS are held."""
     with transaction.atomic():
+        if options.idempotency_key is not None:
+            # A job past its deadline that the sweep has not reached yet gives its key up.
+            Job.objects.filter(idempotency_key=options.idempotency_key).update(idempotency_key=None)
         if not held_jobs.reserve(lambda: Job.objects.held(time.time()).count()):
             raise ApiError(
                 503,
@@ -99,6 +140,8 @@ def create_job(*, job_id: str, page_id: str, plugin: str, params: dict[str, Any]
             ttl=options.ttl,
             callback=options.callback,
             started_at=time.time(),
+            idempotency_key=options.idempotency_key,
+            request_digest=digest,
         )
 
 
@@ -106,72 +149,176 @@ async def submit(
     *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
 ) -> Job:
     """Claim the idle page for a job (409 at once otherwise), store it and
-    start it in the background: the stored, running job."""
+    start it in the background: the stored, running job. With an
+    Idempotency-Key, a repeat of a start whose job is held answers that job."""
+    key = options.idempotency_key
+    if key is None:
+        return await claim_and_start(page, action, params, lease_id, options)
+    digest = request_digest(page.name, action.route, params, options)
+    if key in starting_keys:
+        raise ApiError(409, "A job start with this Idempotency-Key is still being stored; try again in a moment.", page.name)
+    starting_keys.add(key)
+    try:
+        earlier = await on_db_thread(find_by_key)(key, time.time())
+        if earlier is None:
+            return await claim_and_start(page, action, params, lease_id, options, digest)
+        if earlier.request_digest != digest:
+            raise ApiError(
+                422,
+                "This Idempotency-Key was sent with a different request (route, page, parameters or job headers); "
+                "use a new key for a new job.",
+                page.name,
+            )
+        return earlier
+    finally:
+        starting_keys.discard(key)
+
+
+# Idempotency keys whose start is being stored now (a repeat answers 409).
+starting_keys: set[str] = set()
+
+
+def request_digest(page_id: str, route: str, params: dict[str, Any], options: JobOptions) -> str:
+    """What makes two starts the same request: route, page, parameters and job headers."""
+    request = [route, page_id, params, options.ttl, options.callback]
+    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_by_key(key: str, now: float) -> Job | None:
+    """The held job started with this Idempotency-Key."""
+    return Job.objects.held(now).filter(idempotency_key=key).first()
+
+
+async def claim_and_start(
+    page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions,
+    digest: str | None = None,
+) -> Job:
     job_id = new_job_id()
     claim = await page.try_acquire(lease_id, job_id)
     # Shielded: a client that leaves now must not cut the start in two (a row
     # stored, its run never started, a job `running` until the next restart).
-    return await asyncio.shield(spawn(start_job(job_id, claim, action, params, options), about=f"job {job_id}'s start"))
+    start = start_job(job_id, claim, action, params, options, digest)
+    return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
 
 
-async def start_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions) -> Job:
+async def start_job(
+    job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None = None
+) -> Job:
     """Store the job (503 past MAX_JOBS) and start its run; the page is
     released if it cannot start."""
     try:
         job = await on_db_thread(create_job)(
-            job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options
+            job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options, digest=digest
         )
     except BaseException:
         claim.page.release(claim)
         raise
-    task = spawn(run_job(job_id, claim, action, params), about=f"job {job_id} on page {claim.page.name}")
-    running_tasks[job_id] = task
-    task.add_done_callback(lambda _: running_tasks.pop(job_id, None))
+    run = running[job_id] = RunningJob(job=job, claim=claim)
+    run.task = spawn(run_job(run, action, params), about=f"job {job_id} on page {claim.page.name}")
+    run.task.add_done_callback(lambda _: running.pop(job_id, None))
+    publish_job("job.started", job)
     return job
 
 
-async def run_job(job_id: str, claim: Claim, action: Action, params: dict[str, Any]) -> None:
-    """Run the plugin exactly as a plain call would, then keep its answer.
+async def run_job(run: RunningJob, action: Action, params: dict[str, Any]) -> None:
+    """Run the plugin exactly as a plain call would, then keep its answer,
+    or the cancel's when a client cancelled it first.
 
     A worker that stops cancels this task; the job stays `running` in the
     store and the next start marks it interrupted.
     """
+    job, claim = run.job, run.claim
     # Files stored during the run are held for the job from the start, for
     # as long as the run and its result may need them; the end sets the real deadline.
     held_until = time.time() + action.time_limit(params) + max(settings.MAX_TTL_S, webhook_window())
-    ctx = Context(page_id=claim.page.name, media_holder=job_id, media_held_until=held_until)
-    log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job_id}
-    request_log.record_job(**log_row, started_at=time.time())
+
+    def progressed(note: dict[str, Any]) -> None:
+        run.progress = note
+        publish_job("job.progress", job_with_progress(run))
+
+    relay = ProgressRelay(progressed)
+
+    def reported(note: dict[str, Any]) -> None:
+        run.progress = note  # a poll shows it at once; the bus hears of it at most ~10 times a second
+        relay.report(note)
+
+    ctx = Context(page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported)
+    log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
+    started_at = time.time()
+    request_log.record_job(**log_row, started_at=started_at)
+    plugin = spawn(run_claimed(claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
     try:
-        outcome = await run_claimed(claim, action, params, ctx)
-    except asyncio.CancelledError:
+        cancelled = await plugin_ended_or_cancelled(run, plugin)
+    except asyncio.CancelledError:  # the worker stops
+        plugin.cancel()
         raise
-    except Exception:
-        log.exception("job %s could not run", job_id)
-        outcome = Outcome(500, error_body("The job could not run; the details are in the worker's log.", claim.page.name), time.time(), 0)
+    finally:
+        relay.close()
+    run.decided = True
+    if cancelled:
+        outcome = Outcome(CANCELLED_STATUS, error_body(CANCELLED_ERROR, claim.page.name), started_at, time.time() - started_at)
+    elif plugin.cancelled() or plugin.exception() is not None:
+        if not plugin.cancelled():
+            log.error("job %s could not run", job.id, exc_info=plugin.exception())
+        outcome = Outcome(500, error_body("The job could not run; the details are in the worker's log.", claim.page.name), started_at, 0)
+    else:
+        outcome = plugin.result()
     request_log.record_job(
         **log_row, status=outcome.status, started_at=outcome.started_at, duration_ms=outcome.duration_s * 1000
     )
     # The page is free again; the answer stays in memory until it is stored,
     # for as long as this worker runs (the database may be locked by another
     # process for a while). Polls meanwhile answer `running`.
-    job = await persist(finish_job, job_id, outcome, ctx.media_tokens, what=f"job {job_id}'s end")
-    if job is None:
-        log.warning("job %s was no longer running when it ended; its answer was not kept", job_id)
+    state = Job.State.CANCELLED if cancelled else Job.State.DONE
+    stored = await persist(finish_job, job.id, outcome, ctx.media_tokens, state, run.progress, what=f"job {job.id}'s end")
+    if stored is None:
+        log.warning("job %s was no longer running when it ended; its answer was not kept", job.id)
         return
-    if job.mode == Job.Mode.WEBHOOK:
-        signals.webhook_ready.send(sender=job_id)
-    else:
+    publish_job("job.ended", stored)
+    if stored.mode == Job.Mode.POLL:
         tracker.touch()  # a polling job stops counting: the idle clock starts now
 
 
-def finish_job(job_id: str, outcome: Outcome, media_tokens: list[str]) -> Job | None:
-    """Store a job's answer (running -> done); None if it was not running."""
+async def plugin_ended_or_cancelled(run: RunningJob, plugin: asyncio.Task) -> bool:
+    """Wait for the plugin to end, or for a client's cancel; answers whether
+    the job was cancelled. A cancelled plugin gets CANCEL_GRACE_S to stop;
+    then its browser page is closed and opened again under the same name (its
+    browser calls fail from then on), and the page is free whatever the
+    plugin does next."""
+    cancel = asyncio.ensure_future(run.cancel_requested.wait())
+    try:
+        await asyncio.wait({plugin, cancel}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        cancel.cancel()
+    if not run.cancel_requested.is_set():
+        return False
+    plugin.cancel()
+    stopped, _ = await asyncio.wait({plugin}, timeout=settings.CANCEL_GRACE_S)
+    if not stopped:
+        log.warning("job %s's plugin did not stop within %g s of its cancel; its page is reopened", run.job.id, settings.CANCEL_GRACE_S)
+        await registry.reopen_tab(run.claim.page)
+        run.claim.page.release(run.claim)
+    return True
+
+
+def job_with_progress(run: RunningJob) -> Job:
+    """The running job as polls show it: with its latest progress report."""
+    run.job.progress = run.progress
+    return run.job
+
+
+def finish_job(
+    job_id: str, outcome: Outcome, media_tokens: list[str], state: str = Job.State.DONE, progress: dict | None = None
+) -> Job | None:
+    """Store a job's answer (running -> done, or cancelled); None if it was not running."""
     with transaction.atomic():
         job = Job.objects.filter(id=job_id).first()
         if job is None:
             return None
-        ended = job.finish(status=outcome.status, result=outcome.body, finished_at=time.time(), media_tokens=media_tokens)
+        ended = job.finish(
+            state=state, status=outcome.status, result=outcome.body, finished_at=time.time(),
+            media_tokens=media_tokens, progress=progress,
+        )
         if not ended:
             return None
         hold_media(job)
@@ -195,6 +342,88 @@ def find_live_job(job_id: str, now: float) -> Job | None:
 
 
 NO_SUCH_JOB = "No such job: the id is unknown, or its result was delivered or has expired."
+
+
+def shown(job: Job) -> Job:
+    """The job as polls show it: a job running here with its latest progress
+    report (kept in memory until its end stores it)."""
+    run = running.get(job.id)
+    if run is not None and not job.ended:
+        job.progress = run.progress
+    return job
+
+
+async def poll(job_id: str) -> Job:
+    """The job as a poll shows it, or 404."""
+    job = await on_db_thread(find_live_job)(job_id, time.time())
+    if job is None:
+        raise ApiError(404, NO_SUCH_JOB)
+    return shown(job)
+
+
+async def cancel(job_id: str) -> Job:
+    """`POST /api/v1/jobs/{id}/cancel`: stop a job running here and answer it
+    once it is stored as cancelled (its plugin stopped, or its page reopened
+    after CANCEL_GRACE_S). A job that ends on its own first keeps its own
+    outcome, and the cancel answers 409 naming it, like any ended job."""
+    run = running.get(job_id)
+    requested = run is not None and run.request_cancel()
+    if run is not None and run.task is not None:
+        await asyncio.wait({run.task})  # its end stored, whichever outcome won
+    job = await poll(job_id)
+    if requested and job.state == Job.State.CANCELLED:
+        return job
+    if job.ended:
+        raise ApiError(409, f"Job {job_id} has already ended: its state is {job.state}.", job.page_id)
+    raise ApiError(409, f"Job {job_id} is not running on this worker, so it cannot be cancelled here.", job.page_id)
+
+
+async def wait_for_end(job_id: str, wait_s: float) -> Job:
+    """A long-poll: the job as a poll shows it once it has ended, or after
+    `wait_s` with it still running; 404 at once for an unknown job."""
+    with waiters.waiting(job_id) as ended:
+        job = await poll(job_id)
+        if job.ended:
+            return job
+        try:
+            async with asyncio.timeout(wait_s):
+                await ended
+        except TimeoutError:
+            pass
+        return await poll(job_id)
+
+
+LIST_LIMIT = 50
+MAX_LIST_LIMIT = 200
+
+
+def find_jobs(
+    *, now: float, limit: int, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
+    after: tuple[float, str] | None = None,
+) -> tuple[list[Job], tuple[float, str] | None]:
+    """Held jobs (running, or ended and not past their deadline), newest
+    first, after the cursor `after` (`(started_at, id)` of the last job of the
+    previous page): one indexed query, without the results. Answers the jobs
+    and the cursor of the next page, or None at the end."""
+    jobs = Job.objects.held(now).defer("result", "params")
+    if state is not None:
+        jobs = jobs.filter(state=state)
+    if page_id is not None:
+        jobs = jobs.filter(page_id=page_id)
+    if plugin is not None:
+        jobs = jobs.filter(plugin=plugin)
+    if after is not None:
+        started_at, job_id = after
+        jobs = jobs.filter(Q(started_at__lt=started_at) | Q(started_at=started_at, id__lt=job_id))
+    found = list(jobs.order_by("-started_at", "-id")[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    return found, ((found[-1].started_at, found[-1].id) if more else None)
+
+
+async def list_jobs(**query: Any) -> tuple[list[Job], tuple[float, str] | None]:
+    found, after = await on_db_thread(find_jobs)(now=time.time(), **query)
+    return [shown(job) for job in found], after
 
 
 def forget_job(job_id: str, now: float) -> None:
@@ -283,7 +512,7 @@ async def asweep(now: float | None = None) -> dict[str, int]:
 
 async def cancel_running() -> None:
     """On stop: cancel the jobs in hand; they stay `running` for recovery."""
-    tasks = list(running_tasks.values())
+    tasks = [run.task for run in running.values() if run.task is not None]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework import serializers
 
 from core.rest import represent
-from core.shapes import JOB_ID_PATTERN, PageSuccess
+from core.shapes import JOB_ID_PATTERN, PageSuccess, Success
 from jobs.models import Job
 
 
@@ -18,6 +18,13 @@ class Delivery(serializers.Serializer):
     attempts = serializers.IntegerField(min_value=0, help_text="POSTs made so far.")
     delivered = serializers.BooleanField()
     error = serializers.CharField(allow_null=True, help_text="Why the last attempt failed, or null.")
+
+
+class Progress(serializers.Serializer):
+    done = serializers.IntegerField(min_value=0, allow_null=True, help_text="Items done so far, or null.")
+    total = serializers.IntegerField(min_value=0, allow_null=True, help_text="Items in all, or null.")
+    message = serializers.CharField(allow_null=True, help_text="The plugin's own words, or null.")
+    at = serializers.FloatField(help_text="Epoch seconds of the report.")
 
 
 class JobPoll(PageSuccess):
@@ -35,6 +42,7 @@ class JobPoll(PageSuccess):
     )
     callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
     delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
+    progress = Progress(allow_null=True, help_text="The plugin's last progress report, or null if it made none.")
 
 
 @dataclass(frozen=True)
@@ -91,10 +99,25 @@ class JobAt:
             return None
         return {"attempts": self.job.attempts, "delivered": False, "error": self.job.last_error}
 
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        return self.job.progress
+
 
 def job_body(job: Job, now: float) -> dict[str, Any]:
     """The job as a poll (and the webhook) shows it."""
     return represent(JobPoll, JobAt(job, now))
+
+
+class JobEntry(JobPoll):
+    """A job in the job list: the poll's shape without its result."""
+
+    result = None
+
+
+class JobList(Success):
+    jobs = JobEntry(many=True, help_text="Newest first.")
+    next = serializers.CharField(allow_null=True, help_text="The `cursor` of the next page of the list, or null at its end.")
 
 
 class JobAccepted(PageSuccess):

@@ -1,8 +1,11 @@
-"""Jobs over HTTP: `GET /api/v1/jobs/{job_id}` (poll a job), and `JobStart`,
-what the plugin route is given (penelope_site/urls.py) to start a call as a job."""
+"""Jobs over HTTP: poll (and long-poll), cancel, forget and list jobs, and
+`JobStart`, what the plugin route is given (penelope_site/urls.py) to start
+a call as a job."""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import time
 from typing import Any
@@ -11,17 +14,29 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 
-from browser.pages import ManagedPage
+from browser.pages import PAGE_ID_PATTERN, ManagedPage
 from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.rest import ApiView, answer
+from core.rest import ApiView, answer, validated
 from core.schema import operation
 from core.shapes import JOB_ID_PATTERN
 from jobs import service
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
-from jobs.options import CALLBACK_HEADER, MAX_CALLBACK_LENGTH, TTL_HEADER, JobOptions, parse_options
-from jobs.shapes import JobAccepted, JobAt, JobPoll
+from jobs.models import Job
+from jobs.options import (
+    CALLBACK_HEADER,
+    IDEMPOTENCY_HEADER,
+    MAX_CALLBACK_LENGTH,
+    MAX_IDEMPOTENCY_KEY,
+    TTL_HEADER,
+    JobOptions,
+    parse_options,
+    plain_seconds,
+)
+from jobs.shapes import JobAccepted, JobAt, JobList, JobPoll
+from jobs.waiting import MAX_WAIT_S
 from plugins.framework import Action
 
 JOB_ID = re.compile(r"[0-9a-f]{16}")
@@ -81,6 +96,16 @@ def job_description() -> dict:
                     "WEBHOOK_REFUSE_PRIVATE=1, a URL into loopback, private or link-local networks answers 400."
                 ),
             ),
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                {"type": "string", "pattern": f"^[\\x20-\\x7e]{{1,{MAX_IDEMPOTENCY_KEY}}}$"},
+                OpenApiParameter.HEADER,
+                description=(
+                    "With a job header: a repeat of this start (same route, page, parameters and job headers) while "
+                    "its job is held answers the same 202 and starts nothing; the same key with another request "
+                    "answers 422, and a repeat while the first start is still being stored 409. Ignored on plain calls."
+                ),
+            ),
         ],
         "answers": {202: OpenApiResponse(JobAccepted, "A job started: poll it, or wait for its webhook.")},
         "callbacks": [
@@ -103,10 +128,35 @@ def job_description() -> dict:
             )
         ],
         "errors": {
-            409: "The page stayed busy for PAGE_WAIT_S; a job start: the page is not idle, at once.",
+            409: (
+                "The page stayed busy for PAGE_WAIT_S; a job start: the page is not idle, at once, or a repeat of its "
+                "Idempotency-Key is still being stored."
+            ),
+            422: "The body is not valid JSON, or an Idempotency-Key was sent with a different request.",
             503: "The browser is not running, a family's own service is off, or MAX_JOBS jobs are held (job starts).",
         },
     }
+
+
+WAIT_PARAMETER = OpenApiParameter(
+    "wait",
+    {"type": "string", "pattern": f"^{ttl_pattern(MAX_WAIT_S)}$"},
+    OpenApiParameter.QUERY,
+    description=(
+        f"A long-poll: answer as soon as the job ends, or after this many seconds (more than 0, at most "
+        f"{MAX_WAIT_S:g}, decimals allowed) with the job still running, exactly as a poll."
+    ),
+)
+
+
+def wait_seconds(request: Any) -> float | None:
+    raw = request.query_params.get("wait")
+    return None if raw is None else plain_seconds(raw, most=MAX_WAIT_S, what="wait")
+
+
+def check_job_id(job_id: str) -> None:
+    if not JOB_ID.fullmatch(job_id):
+        raise ApiError(404, service.NO_SUCH_JOB)
 
 
 class JobDetail(ApiView):
@@ -115,15 +165,19 @@ class JobDetail(ApiView):
             operation_id="pollJob",
             summary="Poll a job",
             tags=["jobs"],
-            parameters=[JOB_ID_PARAMETER],
+            parameters=[JOB_ID_PARAMETER, WAIT_PARAMETER],
             answers={200: JobPoll},
-            errors={404: "No such job: unknown, delivered or expired."},
+            errors={
+                400: "`wait` is not a number of seconds in (0, 60].",
+                404: "No such job: unknown, delivered or expired.",
+                503: "MAX_WAITERS long-polls are waiting already.",
+            },
         )
     )
     async def get(self, request: Any, job_id: str) -> HttpResponse:
-        job = await on_db_thread(service.find_live_job)(job_id, time.time()) if JOB_ID.fullmatch(job_id) else None
-        if job is None:
-            raise ApiError(404, service.NO_SUCH_JOB)
+        wait_s = wait_seconds(request)
+        check_job_id(job_id)
+        job = await (service.poll(job_id) if wait_s is None else service.wait_for_end(job_id, wait_s))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time()))
@@ -143,10 +197,84 @@ class JobDetail(ApiView):
         )
     )
     async def delete(self, request: Any, job_id: str) -> HttpResponse:
-        if not JOB_ID.fullmatch(job_id):
-            raise ApiError(404, service.NO_SUCH_JOB)
+        check_job_id(job_id)
         await on_db_thread(service.forget_job)(job_id, time.time())
         return HttpResponse(status=204)
+
+
+class JobCancel(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="cancelJob",
+            summary="Cancel a running job",
+            description=(
+                "Stops the job's plugin and releases its page (a lease it ran under is kept, its TTL restarts). "
+                "Answers once the plugin has stopped, at most CANCEL_GRACE_S (5 s) later: past that the page's "
+                "tab is closed and opened again under the same name. The job ends `cancelled` with status 499 "
+                "and is held, polled or delivered like any ended job."
+            ),
+            tags=["jobs"],
+            parameters=[JOB_ID_PARAMETER],
+            answers={200: OpenApiResponse(JobPoll, "The cancelled job, as a poll shows it.")},
+            errors={
+                404: "No such job: unknown, delivered or expired.",
+                409: "The job has already ended (the sentence names its state).",
+            },
+        )
+    )
+    async def post(self, request: Any, job_id: str) -> HttpResponse:
+        check_job_id(job_id)
+        job = await service.cancel(job_id)
+        return answer(JobPoll, JobAt(job, time.time()))
+
+
+class JobListQuery(serializers.Serializer):
+    state = serializers.ChoiceField(choices=Job.State.values, required=False, help_text="Only jobs in this state.")
+    page_id = serializers.RegexField(f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page.")
+    plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`.")
+    limit = serializers.IntegerField(
+        min_value=1, max_value=service.MAX_LIST_LIMIT, default=service.LIST_LIMIT, help_text="Jobs per answer."
+    )
+    cursor = serializers.CharField(max_length=200, required=False, help_text="The `next` of the previous answer.")
+
+    def validate_cursor(self, cursor: str) -> tuple[float, str]:
+        try:
+            started_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+            if not isinstance(started_at, float | int) or isinstance(started_at, bool) or not JOB_ID.fullmatch(job_id):
+                raise ValueError
+        except (ValueError, TypeError):
+            raise serializers.ValidationError("not a cursor this worker gave; send the `next` of an answer.") from None
+        return float(started_at), job_id
+
+
+def encode_cursor(after: tuple[float, str] | None) -> str | None:
+    if after is None:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(list(after)).encode()).decode().rstrip("=")
+
+
+class JobListView(ApiView):
+    @extend_schema(
+        **operation(
+            operation_id="listJobs",
+            summary="List the jobs held, newest first",
+            description=(
+                "Running jobs and ended ones still held (not yet read out past their TTL, delivered or given up), "
+                "newest first, each as its poll shows it without `result`. Page through with `cursor`."
+            ),
+            tags=["jobs"],
+            parameters=[JobListQuery],
+            answers={200: JobList},
+            errors={400: "A filter, `limit` or `cursor` is not valid; the sentence names it."},
+        )
+    )
+    async def get(self, request: Any) -> HttpResponse:
+        query = dict(validated(JobListQuery, request.query_params))
+        after = query.pop("cursor", None)
+        jobs, next_after = await service.list_jobs(**query, after=after)
+        now = time.time()
+        body = {"success": True, "page_id": None, "jobs": [JobAt(job, now) for job in jobs], "next": encode_cursor(next_after)}
+        return answer(JobList, body)
 
 
 class JobStart:

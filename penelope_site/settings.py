@@ -44,7 +44,7 @@ def tighten_store() -> None:
     for directory in (STORE_DIR, MEDIA_DIR, PROFILE_DIR, STORE_DIR / "deliverers"):
         if directory.is_dir():
             directory.chmod(0o700)
-    files = [*STORE_DIR.glob("penelope.db*"), *STORE_DIR.glob("*.lock"), *STORE_DIR.glob("*.log"), KEY_FILE]
+    files = [*STORE_DIR.glob("penelope.db*"), *STORE_DIR.glob("*.lock"), *STORE_DIR.glob("*.log"), KEY_FILE, STORE_DIR / "webhook_secret"]
     if MEDIA_DIR.is_dir():
         files += [entry for entry in MEDIA_DIR.iterdir() if entry.is_file()]
     for path in files:
@@ -55,16 +55,22 @@ def tighten_store() -> None:
             pass
 
 
-def _stored_key() -> str:
+def _stored(path: Path) -> str:
     try:
-        return KEY_FILE.read_text().strip()
+        return path.read_text().strip()
     except OSError:
         return ""
 
 
 # The bearer key and webhook signing key. `serve` generates one when neither
 # the environment nor the store has it.
-PENELOPE_KEY = env_str("PENELOPE_KEY") or _stored_key()
+PENELOPE_KEY = env_str("PENELOPE_KEY") or _stored(KEY_FILE)
+# The Standard Webhooks signing secret (`whsec_` + base64), separate from the
+# key so that a receiver never holds the API key; two, separated by a space,
+# during a rotation. `serve` generates one when neither the environment nor
+# the store has it.
+WEBHOOK_SECRET_FILE = STORE_DIR / "webhook_secret"
+WEBHOOK_SECRET = env_str("WEBHOOK_SECRET") or _stored(WEBHOOK_SECRET_FILE)
 
 # --- The worker ----------------------------------------------------------------
 
@@ -109,6 +115,27 @@ REQUEST_LOG_FLUSH_S = env_float("REQUEST_LOG_FLUSH_S", 0.5)
 REQUEST_LOG_BUFFER_ROWS = env_int("REQUEST_LOG_BUFFER_ROWS", 50_000)
 # Launching the browser and opening a tab, each bounded.
 BROWSER_LAUNCH_TIMEOUT_S = env_float("BROWSER_LAUNCH_TIMEOUT_S", 60)
+# How long a cancelled job's plugin gets to stop before its browser page is
+# closed and opened again under the same name.
+CANCEL_GRACE_S = env_float("CANCEL_GRACE_S", 5)
+# Long-polls (`GET /api/v1/jobs/{id}?wait=S`) waiting at once; one more answers 503.
+MAX_WAITERS = env_int("MAX_WAITERS", 1000)
+# Event sockets (`/api/v1/events`) open at once, and the events each may
+# have queued for a client that reads slowly before the oldest are dropped.
+MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
+EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+
+# The job event bus (core/events.py): channels' in-memory layer, for a worker
+# is one process. Every listener drains its channel as events arrive; the
+# capacity covers a burst published before a listener runs again, and group
+# memberships last as long as the worker (channels' default drops them after
+# a day).
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels.layers.InMemoryChannelLayer",
+        "CONFIG": {"capacity": 10_000, "group_expiry": 100 * 365 * 24 * 3600},
+    }
+}
 
 # --- Django ----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from core.db_thread import on_db_thread
 from core.rest import NoRoute, error_response
 from core.schema import SchemaView
 from jobs import service as job_service
-from jobs.views import JobDetail, JobStart
+from jobs.views import JobCancel, JobDetail, JobListView, JobStart
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
 
@@ -29,7 +29,9 @@ urlpatterns = [
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),
     path(api + "media/<str:token>", Download.as_view(), name="media"),
+    path(api + "jobs", JobListView.as_view(), name="jobs"),
     path(api + "jobs/<str:job_id>", JobDetail.as_view(), name="job"),
+    path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(), name="job_cancel"),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
     path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart()), name="plugin"),

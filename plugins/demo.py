@@ -103,6 +103,11 @@ def following_time_limit(params: dict[str, Any]) -> float:
     return 60 + batches * (2 * params["pause_ms"] / 1000 + 2)
 
 
+def report_following(ctx: Context, loaded: int, limit: int, total: int) -> None:
+    goal = min(limit, total)
+    ctx.progress(done=min(loaded, goal), total=goal, message=f"{min(loaded, goal)} of {goal} handles")
+
+
 @family.action("get-following", params=FollowingParams, timeout_s=following_time_limit)
 async def get_following(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Scroll an account's following list like a person: to the bottom, wait
@@ -115,13 +120,13 @@ async def get_following(page: Page, params: dict[str, Any], ctx: Context) -> dic
     )
     while len(shown["handles"]) < limit and not shown["complete"]:
         loaded = len(shown["handles"])
-        ctx.progress(loaded=loaded, limit=limit, total=shown["total"])
+        report_following(ctx, loaded, limit, shown["total"])
         await page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
         await page.wait_for_function(MORE_ENTRIES_JS, arg=loaded, timeout=pause_ms + LOAD_WAIT_MS)
         await page.wait_for_timeout(pause_ms)
         shown = await page.evaluate(READ_PAGE_JS)
     following = shown["handles"][:limit]
-    ctx.progress(loaded=len(shown["handles"]), limit=limit, total=shown["total"])
+    report_following(ctx, len(following), limit, shown["total"])
     return {"handle": handle, "following": following, "count": len(following), "total": shown["total"]}
 
 

@@ -106,6 +106,9 @@ def find_action(family: str, action: str) -> Action | None:
     return found.actions.get(action) if found else None
 
 
+MAX_PROGRESS_MESSAGE = 1000  # characters; a longer message is cut
+
+
 @dataclass
 class Context:
     """What an action gets besides its page and parameters."""
@@ -117,7 +120,8 @@ class Context:
     # A job's run holds its files from the moment they are stored.
     media_holder: str | None = None
     media_held_until: float | None = None
-    progress_note: dict[str, Any] = field(default_factory=dict)
+    # Where a job's progress reports go (jobs/progress.py); a plain call keeps none.
+    on_progress: Callable[[dict[str, Any]], None] | None = None
 
     async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
@@ -129,10 +133,20 @@ class Context:
         self.media_tokens.append(item.token)
         return item.link()
 
-    def progress(self, **note: Any) -> None:
-        """Note how far the action got (logged; shown in the page's state)."""
-        self.progress_note = note
-        self.log.debug("%s progress %s", self.page_id, note)
+    def progress(self, done: int | None = None, total: int | None = None, message: str | None = None) -> None:
+        """Report how far the action got: `done` of `total` items (whole numbers
+        of 0 or more, either may be left out) and a short `message`. A job shows
+        the last report in its polls and its webhook, and publishes it as
+        `job.progress`; a plain call drops it. Cheap enough to call per item."""
+        for name, count in (("done", done), ("total", total)):
+            if count is not None and (type(count) is not int or count < 0):
+                raise TypeError(f"progress {name} must be a whole number of 0 or more, or None; got {count!r}")
+        if message is not None and not isinstance(message, str):
+            raise TypeError(f"progress message must be a string or None; got {type(message).__name__}")
+        if self.on_progress is not None:
+            note = {"done": done, "total": total, "message": message[:MAX_PROGRESS_MESSAGE] if message else message}
+            note["at"] = round(time.time(), 3)
+            self.on_progress(note)
 
 
 @dataclass

@@ -117,7 +117,7 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
         **jobs.get("errors", {}),
     }
     if method == "POST":
-        errors.update(dict.fromkeys(BODY_ERRORS, ""))
+        errors = {**dict.fromkeys(BODY_ERRORS, ""), **errors}
     where = "the query string" if method == "GET" else "the JSON object body"
     return operation(
         operation_id="callPlugin" if method == "GET" else "callPluginWithBody",

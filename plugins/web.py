@@ -93,17 +93,19 @@ async def collect(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
     deadline = time.monotonic() + params["max_seconds"]
     selector, attribute, limit = params["item_selector"], params.get("attribute"), params["limit"]
     stopped_because = "time"
+    scrolls = 0
     while True:
         before = len(items)
         for item in await page.evaluate(READ_ITEMS_JS, [selector, attribute]):
             items.setdefault(item)
-        ctx.progress(items=len(items))
+        ctx.progress(done=min(len(items), limit), total=limit, message=f"{len(items)} items after {scrolls} scrolls")
         if len(items) >= limit:
             stopped_because = "limit"
             break
         if time.monotonic() >= deadline:
             break
         at_bottom_before = await _scroll_to_bottom(page)
+        scrolls += 1
         await page.wait_for_timeout(params["scroll_pause_ms"])
         if len(items) == before and at_bottom_before and await _at_bottom(page):
             stopped_because = "end"

@@ -27,7 +27,7 @@ JOB_ENV = {
 ACCEPTED_KEYS = {"success", "page_id", "job_id", "status_url", "ttl", "callback"}
 JOB_KEYS = {
     "success", "page_id", "job_id", "state", "plugin", "started_at", "finished_at",
-    "expires_in", "status", "result", "callback", "delivery",
+    "expires_in", "status", "result", "callback", "delivery", "progress",
 }
 
 

@@ -40,23 +40,20 @@ async def sweep_store() -> None:
 
 def build_runtime() -> Runtime:
     from jobs import service as job_service
-    from jobs import signals
     from jobs.delivery import Deliverer
+    from jobs.waiting import waiters
 
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
     deliverer = Deliverer()
-    # The deliverer wakes when a webhook job ends, for as long as the runtime runs.
-    signals.webhook_ready.connect(deliverer.wake_for_job, weak=False)
     runtime.services.append(deliverer.run_forever)
+    # The event bus's listeners inside the worker: the deliverer wakes when a
+    # webhook job ends, long-polls answer when their job ends.
+    runtime.services.append(deliverer.follow_bus)
+    runtime.services.append(waiters.listen)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_service.cancel_running)
-
-    async def disconnect_deliverer() -> None:
-        signals.webhook_ready.disconnect(deliverer.wake_for_job)
-
-    runtime.shutdown_steps.append(disconnect_deliverer)
     # The request log, media orphans, the memory purge.
     from activity import log as request_log
     from browser.purge import purge_loop_step

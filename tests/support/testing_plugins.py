@@ -73,3 +73,42 @@ class MediaParams(serializers.Serializer):
 async def media(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     data = bytes(i % 251 for i in range(params["size"]))
     return {"media": await ctx.put_media(data, content_type="application/octet-stream", filename="blob.bin")}
+
+
+class WaitParams(serializers.Serializer):
+    ms = serializers.IntegerField(min_value=0, max_value=600_000)
+
+
+@family.action("browser-wait", params=WaitParams)
+async def browser_wait(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Wait inside the browser (a Playwright call in flight), as a plugin
+    waiting for a slow page does."""
+    await page.wait_for_timeout(params["ms"])
+    return {"waited_ms": params["ms"]}
+
+
+@family.action("stubborn")
+async def stubborn(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """A plugin that swallows its cancellation and goes on waiting in the
+    browser, until its tab is closed under it."""
+    while True:
+        try:
+            await page.wait_for_timeout(60_000)
+        except asyncio.CancelledError:
+            continue
+
+
+class CountParams(serializers.Serializer):
+    to = serializers.IntegerField(min_value=0, max_value=10_000_000)
+    pause_s = serializers.FloatField(min_value=0, max_value=10, default=0)
+    every = serializers.IntegerField(min_value=1, default=1)
+
+
+@family.action("count", params=CountParams)
+async def count(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Report progress from 1 to `to`, pausing `pause_s` every `every` reports."""
+    for done in range(1, params["to"] + 1):
+        ctx.progress(done=done, total=params["to"], message=f"counted {done}")
+        if params["pause_s"] and done % params["every"] == 0:
+            await asyncio.sleep(params["pause_s"])
+    return {"counted": params["to"]}

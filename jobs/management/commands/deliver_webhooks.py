@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.loops import run_until_signalled
 from jobs.delivery import Deliverer, webhook_client
+from jobs.signing import BadSecret, signers
 
 
 class Command(BaseCommand):
@@ -24,6 +25,14 @@ class Command(BaseCommand):
     def handle(self, *args, loop: bool, **options):
         if not settings.PENELOPE_KEY:
             raise CommandError("No key to sign with: set PENELOPE_KEY as the worker has it (or keep it in store/key).")
+        if not settings.WEBHOOK_SECRET:
+            raise CommandError(
+                "No webhook secret to sign with: set WEBHOOK_SECRET as the worker has it (or keep it in store/webhook_secret)."
+            )
+        try:
+            signers(settings.WEBHOOK_SECRET)
+        except BadSecret as error:
+            raise CommandError(str(error)) from None
         deliverer = Deliverer()
         if loop:
             run_until_signalled(deliverer.run_forever, deliverer.stop)

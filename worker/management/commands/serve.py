@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
 from core.serving import event_loop, run_daphne, write_new_key
+from jobs.signing import BadSecret, new_secret, signers
 from penelope_site.settings import secret_key_from, tighten_store
 
 log = logging.getLogger("penelope.worker")
@@ -32,6 +33,19 @@ def ensure_key(stdout) -> None:
         settings.SECRET_KEY = secret_key_from(key)
     stdout.write(f"Generated PENELOPE_KEY (kept in {settings.KEY_FILE}): {key}\n")
     stdout.flush()
+
+
+def ensure_webhook_secret(stdout) -> None:
+    """Generate WEBHOOK_SECRET when neither the environment nor the store has
+    one, and refuse to start with a malformed one."""
+    if not settings.WEBHOOK_SECRET:
+        settings.WEBHOOK_SECRET = write_new_key(settings.WEBHOOK_SECRET_FILE, new_secret())
+        stdout.write(f"Generated WEBHOOK_SECRET (kept in {settings.WEBHOOK_SECRET_FILE}): {settings.WEBHOOK_SECRET}\n")
+        stdout.flush()
+    try:
+        signers(settings.WEBHOOK_SECRET)
+    except BadSecret as error:
+        raise CommandError(str(error)) from None
 
 
 class Command(BaseCommand):
@@ -52,6 +66,7 @@ class Command(BaseCommand):
         watch_connections()
         run_on_db_thread(call_command, "migrate", interactive=False, verbosity=0)
         ensure_key(self.stdout)
+        ensure_webhook_secret(self.stdout)
 
         loop = event_loop()  # first: it installs the reactor daphne and Playwright share
 

@@ -1,0 +1,103 @@
+"""The worker's one event bus: every job transition and page change is
+published here once, on channels' channel layer, and whoever needs to know
+listens (the long-poll waiters, the webhook deliverer, the event sockets).
+
+The layer is channels' in-memory one: a worker is one process with one
+event loop, and everything that listens runs on that loop, so nothing has to
+leave the process (docs/design/EVENTS.md says when a shared layer would be
+needed). Publishing never blocks: `publish` is a plain function, callable
+from any code on the loop, and the message reaches every listener in the
+order it was published.
+
+A message is a dict: `type` (channels' dispatch key, always `bus.event`),
+`event` (e.g. `job.ended`), `at` (epoch seconds), `page_id`, `job_id`, any
+fields the publisher adds (`state`, `mode`), and `text`: the event as an
+event socket sends it, JSON, built only while a socket is connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+GROUP = "penelope.events"
+MESSAGE_TYPE = "bus.event"
+
+JOB_EVENTS = ("job.started", "job.progress", "job.ended", "job.delivered", "job.gave_up")
+PAGE_EVENTS = ("page.busy", "page.idle", "page.leased", "page.released")
+
+
+class Watchers:
+    """How many event sockets are connected: the JSON text of an event is
+    built only while one is."""
+
+    def __init__(self) -> None:
+        self.sockets = 0
+
+
+watchers = Watchers()
+
+
+def publish(
+    event: str,
+    *,
+    page_id: str | None,
+    job_id: str | None = None,
+    job: Callable[[], dict[str, Any]] | None = None,
+    **fields: Any,
+) -> None:
+    """Publish one event to every listener. `job` renders the job as a poll
+    shows it; it is called only when a socket will send it. Outside a running
+    event loop (a management command) there is nobody to tell."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    at = time.time()
+    message = {"type": MESSAGE_TYPE, "event": event, "at": at, "page_id": page_id, "job_id": job_id, **fields}
+    if watchers.sockets:
+        body = job() if job is not None else None
+        # Serialized once here: the layer copies a message for each listener,
+        # and a string costs nothing to copy.
+        message["text"] = json.dumps(
+            {"event": event, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": body},
+            separators=(",", ":"),
+        )
+    # One task per event; tasks start in the order they are created, so the
+    # listeners receive events in the order they were published.
+    loop.create_task(get_channel_layer().group_send(GROUP, message))
+
+
+class Listener:
+    """One channel in the bus's group, from `async with` to its end:
+    `await listener.receive()` answers the next event."""
+
+    def __init__(self) -> None:
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+
+    async def __aenter__(self) -> Listener:
+        self.channel = await self.layer.new_channel("penelope.listener.")
+        await self.layer.group_add(GROUP, self.channel)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.layer.group_discard(GROUP, self.channel)
+
+    async def receive(self) -> dict[str, Any]:
+        return await self.layer.receive(self.channel)
+
+
+async def listen(on_event: Callable[[dict[str, Any]], object], *, ready: asyncio.Event | None = None) -> None:
+    """Call `on_event` with every event, for as long as this task runs (a
+    runtime service). `ready` is set once events reach it."""
+    async with Listener() as listener:
+        if ready is not None:
+            ready.set()
+        while True:
+            on_event(await listener.receive())
