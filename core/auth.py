@@ -19,11 +19,16 @@ KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KE
 def key_matches(request: HttpRequest) -> bool:
     """Whether the request carries `Authorization: Bearer <PENELOPE_KEY>`,
     compared in constant time. A worker without a key accepts none."""
+    return authorization_matches(request.headers.get("Authorization", ""))
+
+
+def authorization_matches(authorization: str) -> bool:
+    """`key_matches` for an Authorization header's value (an event socket's handshake)."""
     key = settings.PENELOPE_KEY
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    scheme, _, given = authorization.partition(" ")
     if not key or scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(given.strip().encode(), key.encode())
+    return hmac.compare_digest(given.strip().encode(errors="replace"), key.encode())
 
 
 class KeyHolder:

@@ -1,4 +1,5 @@
-"""The ASGI application daphne serves."""
+"""The ASGI application daphne serves: HTTP through Django (the API, the
+admin, the demo site), WebSockets through channels (the event stream)."""
 
 import os
 
@@ -7,5 +8,27 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "penelope_site.settings")
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-# The admin's CSS and scripts come from the apps themselves; no collectstatic.
-application = ASGIStaticFilesHandler(get_asgi_application())
+# Django is set up first: the consumers import models and settings.
+http_application = get_asgi_application()
+
+from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
+
+from core.sockets import EventStream  # noqa: E402
+
+
+class NoSocket(AsyncWebsocketConsumer):
+    """Any other WebSocket path: refused at the handshake."""
+
+    async def connect(self) -> None:
+        await self.close()
+
+
+application = ProtocolTypeRouter(
+    {
+        # The admin's CSS and scripts come from the apps themselves; no collectstatic.
+        "http": ASGIStaticFilesHandler(http_application),
+        "websocket": URLRouter([path("api/v1/events", EventStream.as_asgi()), re_path(r"", NoSocket.as_asgi())]),
+    }
+)

@@ -334,6 +334,7 @@ def test_the_list_pages_newest_first_and_filters(make_worker):
     "params, field",
     [
         ({"state": "sleeping"}, "state"),
+        ({"state": ""}, "state"),
         ({"limit": "0"}, "limit"),
         ({"limit": "201"}, "limit"),
         ({"limit": "ten"}, "limit"),

@@ -127,7 +127,7 @@ def test_path_parameters_carry_their_patterns(document: dict):
 def test_plugin_route_lists_the_job_headers_and_the_actions(document: dict):
     operation = document["paths"]["/api/v1/{page_id}/plugin/{family}/{action}"]["get"]
     headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
-    assert set(headers) == {"X-Lease", "X-Result-Ttl", "X-Callback-Url"}
+    assert set(headers) == {"X-Lease", "X-Result-Ttl", "X-Callback-Url", "Idempotency-Key"}
     # A header is a string: the pattern is what the server accepts, plain decimal seconds in (0, 600].
     ttl = re.compile(headers["X-Result-Ttl"]["schema"]["pattern"])
     assert all(ttl.search(good) for good in ("600", "600.0", "1", "0.5", ".5", "599.999", "0600"))
@@ -264,6 +264,25 @@ def test_plugin_calls_primitives_jobs_and_media_conform(api: httpx.Client, confo
     assert api.post("/pages", json={"page_id": "nav"}).status_code == 201
     assert conforms("GET", plugin, api.get("/nav/plugin/web/open", params={"url": "http://127.0.0.1:9/"})).status_code == 502
     assert api.delete("/nav").status_code == 200
+
+
+def test_job_control_answers_conform(api: httpx.Client, conforms: Conformance):
+    plugin, job, cancel = "/api/v1/{page_id}/plugin/{family}/{action}", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/cancel"
+    keyed = {"X-Result-Ttl": "60", "Idempotency-Key": "conform-1"}
+    started = conforms("GET", plugin, api.get("/main/plugin/testing/browser-wait", params={"ms": "60000"}, headers=keyed))
+    assert started.status_code == 202
+    job_id = started.json()["job_id"]
+    assert conforms("GET", plugin, api.get("/main/plugin/testing/browser-wait", params={"ms": "60000"}, headers=keyed)).json() == started.json()
+    assert conforms("GET", plugin, api.get("/main/plugin/web/state", headers=keyed)).status_code == 422
+    assert conforms("GET", plugin, api.get("/main/plugin/web/state", headers={**keyed, "Idempotency-Key": "x" * 256})).status_code == 400
+    assert conforms("GET", job, api.get(f"/jobs/{job_id}", params={"wait": "0.2"})).json()["state"] == "running"
+    assert conforms("GET", job, api.get(f"/jobs/{job_id}", params={"wait": "61"})).status_code == 400
+    assert conforms("GET", "/api/v1/jobs", api.get("/jobs", params={"state": "running"})).json()["jobs"][0]["job_id"] == job_id
+    assert conforms("GET", "/api/v1/jobs", api.get("/jobs", params={"limit": "0"})).status_code == 400
+    assert conforms("POST", cancel, api.post(f"/jobs/{job_id}/cancel")).json()["state"] == "cancelled"
+    assert conforms("POST", cancel, api.post(f"/jobs/{job_id}/cancel")).status_code == 409
+    assert conforms("POST", cancel, api.post("/jobs/0123456789abcdef/cancel")).status_code == 404
+    assert conforms("DELETE", job, api.delete(f"/jobs/{job_id}")).status_code == 204
 
 
 def test_values_json_cannot_carry_answer_400_not_invalid_json(api: httpx.Client, conforms: Conformance):

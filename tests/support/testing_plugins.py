@@ -112,3 +112,13 @@ async def count(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
         if params["pause_s"] and done % params["every"] == 0:
             await asyncio.sleep(params["pause_s"])
     return {"counted": params["to"]}
+
+
+class BlobParams(serializers.Serializer):
+    size = serializers.IntegerField(min_value=0, max_value=10_000_000)
+
+
+@family.action("blob", params=BlobParams)
+async def blob(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """A result of `size` characters: large job events."""
+    return {"data": "x" * params["size"]}

@@ -1,0 +1,150 @@
+"""Live events: `ws://HOST/api/v1/events`, a channels consumer on the event bus.
+
+The handshake must carry the bearer key (`Authorization: Bearer …`); a bad
+or missing key, a bad filter, or one socket past MAX_EVENT_SOCKETS is refused
+before the socket is accepted (daphne answers the handshake 403). Optional
+query filters: `job=<job id>` and `page=<page id>`.
+
+Each event is one JSON text message (core/events.py builds it once for all
+sockets). A client that reads slowly never slows the worker: each socket has
+its own queue of at most EVENT_SOCKET_QUEUE events, filled by the bus and
+drained only as fast as the connection takes them; when it is full the
+oldest events are dropped, and the client is told how many with
+`{"event": "overflow", "dropped": n}` before the next one. Sockets are not
+client activity: an open one does not keep a sleepy worker awake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+from collections import deque
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from core import events
+from core.auth import authorization_matches
+from core.tasks import spawn
+
+JOB_FILTER = re.compile(r"[0-9a-f]{16}")
+PAGE_FILTER = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+class Writable:
+    """Whether the connection takes more bytes now: Twisted pauses a push
+    producer registered on the transport when its write buffer fills (64 KiB)
+    and resumes it once drained. The transport already has one, the HTTP
+    channel the socket was upgraded from; this stands in front of it and
+    passes every call on."""
+
+    def __init__(self, transport: Any) -> None:
+        self.open = asyncio.Event()
+        self.open.set()
+        self.transport = transport
+        self.previous = getattr(transport, "producer", None)
+        if self.previous is not None:
+            transport.unregisterProducer()
+        transport.registerProducer(self, True)
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+        self.open.clear()
+        if self.previous is not None:
+            self.previous.pauseProducing()
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.open.set()
+        if self.previous is not None:
+            self.previous.resumeProducing()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.open.set()
+        if self.previous is not None:
+            self.previous.stopProducing()
+
+    @classmethod
+    def of(cls, send: Any) -> Writable | None:
+        """For a socket served by daphne, whose `send` is its server's reply
+        function bound to the socket's protocol; None under another server
+        (the queue then still bounds a burst)."""
+        protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
+        transport = getattr(protocol, "transport", None)
+        if transport is None or not hasattr(transport, "registerProducer"):
+            return None
+        return cls(transport)
+
+
+class EventStream(AsyncWebsocketConsumer):
+    counted = False
+
+    async def connect(self) -> None:
+        headers = dict(self.scope.get("headers", []))
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        filters = self.filters()
+        if not authorization_matches(authorization) or filters is None:
+            await self.close()
+            return
+        if events.watchers.sockets >= settings.MAX_EVENT_SOCKETS:
+            await self.close()
+            return
+        self.job_filter, self.page_filter = filters
+        events.watchers.sockets += 1
+        self.counted = True
+        self.queue: deque[str] = deque()
+        self.dropped = 0
+        self.queued = asyncio.Event()
+        await self.channel_layer.group_add(events.GROUP, self.channel_name)
+        await self.accept()
+        self.writable = Writable.of(self.base_send)
+        self.sender = spawn(self.send_queued(), about="an event socket")
+
+    def filters(self) -> tuple[str | None, str | None] | None:
+        """The `job` and `page` filters, or None when one is malformed."""
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        job = query.get("job", [None])[-1]
+        page = query.get("page", [None])[-1]
+        if (job is not None and not JOB_FILTER.fullmatch(job)) or (page is not None and not PAGE_FILTER.fullmatch(page)):
+            return None
+        return job, page
+
+    async def bus_event(self, message: dict[str, Any]) -> None:
+        """An event from the bus (channels dispatches `type: bus.event` here)."""
+        text = message.get("text")
+        if text is None:  # published before this socket was counted
+            return
+        if self.job_filter is not None and message["job_id"] != self.job_filter:
+            return
+        if self.page_filter is not None and message["page_id"] != self.page_filter:
+            return
+        if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
+            self.queue.popleft()
+            self.dropped += 1
+        self.queue.append(text)
+        self.queued.set()
+
+    async def send_queued(self) -> None:
+        while True:
+            await self.queued.wait()
+            self.queued.clear()
+            while self.queue:
+                if self.writable is not None:
+                    await self.writable.open.wait()
+                if self.dropped:
+                    dropped, self.dropped = self.dropped, 0
+                    await self.send(text_data=json.dumps({"event": "overflow", "dropped": dropped}))
+                await self.send(text_data=self.queue.popleft())
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Clients have nothing to say; what they send is ignored."""
+
+    async def disconnect(self, code: int) -> None:
+        if not self.counted:
+            return
+        self.counted = False
+        events.watchers.sockets -= 1
+        self.sender.cancel()
+        await self.channel_layer.group_discard(events.GROUP, self.channel_name)
