@@ -29,3 +29,10 @@ async def hold(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
     """Hold the page 20 ms without touching it."""
     await asyncio.sleep(HOLD_S)
     return {}
+
+
+@family.action("browser-wait")
+async def browser_wait(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Wait a minute inside the browser: the plugin a cancel stops."""
+    await page.wait_for_timeout(60_000)
+    return {}

@@ -366,9 +366,13 @@ def peer_phase(client: httpx.Client, plan: Plan, report: Report, scratch: Path) 
             elapsed, _ = load.timed_ms(lambda: wait_done(client, start_job(client)))
             return elapsed
 
-        trips: dict[str, list[float]] = {"penelope": [], "fork": [], "simple": []}
+        def long_poll_trip() -> float:
+            elapsed, _ = load.timed_ms(lambda: long_poll_done(client, start_job(client)))
+            return elapsed
+
+        trips: dict[str, list[float]] = {"penelope": [], "long-poll": [], "fork": [], "simple": []}
         for n in range(plan.peer_trips + 10):
-            figures = {"penelope": penelope_trip(), "fork": round_trip_ms(queues["fork"]),
+            figures = {"penelope": penelope_trip(), "long-poll": long_poll_trip(), "fork": round_trip_ms(queues["fork"]),
                        "simple": round_trip_ms(queues["simple"])}
             if n >= 10:
                 for name, value in figures.items():
@@ -377,12 +381,61 @@ def peer_phase(client: httpx.Client, plan: Plan, report: Report, scratch: Path) 
         for worker in workers:
             worker.stop()
         server.stop()
-    penelope, fork, simple = (Latency.of(trips[name]) for name in ("penelope", "fork", "simple"))
+    penelope, long_poll, fork, simple = (Latency.of(trips[name]) for name in ("penelope", "long-poll", "fork", "simple"))
     report.add(Row("Penelope no-op job round trip: 202 → a poll sees done, c=1", lat(penelope)))
+    ratio = long_poll.p50 / simple.p50
+    report.add(Row("Penelope no-op job round trip with a long-poll: 202 → `?wait=10` answers done, c=1", lat(long_poll),
+                   f"RQ SimpleWorker p50 {ms(simple.p50)}", f"{ratio:.2f} ×", "p50 ≤ 1.0 × RQ SimpleWorker", ratio <= 1.0))
     report.add(Row("Peer: RQ `rq worker` (forks a work horse per job): enqueue → result, c=1", lat(fork),
                    f"Penelope p50 {ms(penelope.p50)}", f"Penelope / RQ = {penelope.p50 / fork.p50:.2f} ×", "report the ratio"))
     report.add(Row("Peer: RQ `SimpleWorker` (no fork): enqueue → result, c=1", lat(simple),
                    f"Penelope p50 {ms(penelope.p50)}", f"Penelope / RQ = {penelope.p50 / simple.p50:.2f} ×", "report the ratio"))
+
+
+def long_poll_done(client: httpx.Client, job_id: str) -> dict:
+    """Long-poll until the job has ended (one request, unless it runs past 10 s); its body."""
+    while True:
+        response = client.get(f"/jobs/{job_id}", params={"wait": "10"})
+        if response.status_code != 200:
+            raise RuntimeError(f"a long-poll of job {job_id} answered {response.status_code}: {response.text}")
+        if response.json()["state"] != "running":
+            return response.json()
+
+
+def events_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report) -> None:
+    """A job's end to a WebSocket client holding `job.ended`, and a cancel of a
+    plugin waiting in the browser to its answer."""
+    from websockets.sync.client import connect
+
+    delays = []
+    url = f"ws://127.0.0.1:{worker.port}/api/v1/events?page=main"
+    with connect(url, additional_headers={"Authorization": f"Bearer {worker.key}"}) as events:
+        for n in range(plan.webhooks + 10):
+            job_id = start_job(client, NOOP)
+            while True:
+                event = json.loads(events.recv(timeout=30))
+                if event["event"] == "job.ended" and event["job_id"] == job_id:
+                    held_at = time.time()
+                    break
+            if n >= 10:
+                delays.append((held_at - event["job"]["finished_at"]) * 1000)
+            wait_until(lambda: client.get("/main").json()["job_id"] is None, what="page main to be free")
+    latency = Latency.of(delays)
+    report.add(Row("Event socket: a job's finished_at → the client holds `job.ended`", lat(latency), "", "",
+                   "p50 ≤ 5 ms, p99 ≤ 50 ms", latency.p50 <= 5 and latency.p99 <= 50))
+
+    cancels = []
+    for _ in range(plan.webhooks // 6 + 5):
+        job_id = start_job(client, "/main/plugin/bench/browser-wait", **{"X-Result-Ttl": POLL_TTL_S})
+        # Well inside the browser call: the page shows the job, and its first poll is answered.
+        wait_until(lambda job_id=job_id: client.get("/main").json()["job_id"] == job_id, what="the job on page main")
+        elapsed, response = load.timed_ms(lambda job_id=job_id: client.post(f"/jobs/{job_id}/cancel"))
+        if response.status_code != 200 or response.json()["state"] != "cancelled":
+            raise RuntimeError(f"a cancel answered {response.status_code}: {response.text}")
+        cancels.append(elapsed)
+    latency = Latency.of(cancels)
+    report.add(Row("Cancel of a plugin waiting in the browser (`page.wait_for_timeout(60000)`) → the answer, c=1",
+                   lat(latency), "", "", "p50 ≤ 100 ms", latency.p50 <= 100))
 
 
 def max_pages_memory(worker: WorkerProcess, client: httpx.Client) -> tuple[Memory, int]:
@@ -504,7 +557,7 @@ def machine() -> dict[str, str]:
     }
 
 
-PHASES = ("c1", "throughput", "floor", "webhook", "plugin", "peer", "memory", "store")
+PHASES = ("c1", "throughput", "floor", "webhook", "events", "plugin", "peer", "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -542,6 +595,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print("webhooks", flush=True)
                 with profiled(pid, profile_dir, "webhook"):
                     webhook_phase(client, plan, report)
+            if "events" in phases:
+                print("the event socket and cancel", flush=True)
+                with profiled(pid, profile_dir, "events"):
+                    events_phase(worker, client, plan, report)
             if "plugin" in phases:
                 print("a plugin run: plain and as jobs", flush=True)
                 with profiled(pid, profile_dir, "plugin"):

@@ -52,7 +52,8 @@ class RunningJob:
 
     job: Job
     claim: Claim
-    task: asyncio.Task | None = None
+    task: asyncio.Task | None = None  # the run: the plugin, then the end's store
+    plugin: asyncio.Task | None = None
     progress: dict[str, Any] | None = None
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     # Its outcome is chosen (the plugin's or the cancel's): a cancel is too late.
@@ -246,7 +247,7 @@ async def run_job(run: RunningJob, action: Action, params: dict[str, Any]) -> No
     log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
     started_at = time.time()
     request_log.record_job(**log_row, started_at=started_at)
-    plugin = spawn(run_claimed(claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
+    plugin = run.plugin = spawn(run_claimed(claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
     try:
         cancelled = await plugin_ended_or_cancelled(run, plugin)
     except asyncio.CancelledError:  # the worker stops
@@ -511,8 +512,10 @@ async def asweep(now: float | None = None) -> dict[str, int]:
 
 
 async def cancel_running() -> None:
-    """On stop: cancel the jobs in hand; they stay `running` for recovery."""
-    tasks = [run.task for run in running.values() if run.task is not None]
+    """On stop: cancel the jobs in hand, and wait for their plugins to let
+    their pages go; the jobs stay `running` for recovery."""
+    tasks = [task for run in running.values() for task in (run.task, run.plugin) if task is not None]
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    if tasks:  # bounded: a plugin that swallows its cancellation does not hold the stop
+        await asyncio.wait(tasks, timeout=settings.CANCEL_GRACE_S)

@@ -120,7 +120,10 @@ def job_description() -> dict:
                         "The job as its poll shows it. Headers: `X-Penelope-Job` (the job id; the same job may "
                         "arrive more than once), `X-Penelope-Attempt` (the WEBHOOK_ATTEMPTS_S slot this POST "
                         "stands for, from 1), `X-Penelope-Signature` (`sha256=` and the hex HMAC-SHA256 of the "
-                        "raw body, keyed with PENELOPE_KEY). Any 2xx read to its end delivers the job; no "
+                        "raw body, keyed with PENELOPE_KEY), and the Standard Webhooks headers `webhook-id` (the "
+                        "job id), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature` (`v1,` "
+                        "and the base64 HMAC-SHA256 of `id.timestamp.body`, keyed with WEBHOOK_SECRET; two, "
+                        "space-separated, during a rotation). Any 2xx read to its end delivers the job; no "
                         "connection, a timeout, 429 or 5xx: another attempt at the next slot; anything else: "
                         "given up."
                     ),
