@@ -19,6 +19,7 @@ the commit that drops their rows).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import threading
@@ -27,7 +28,6 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError, OperationalError, connection
 from django.db.backends.signals import connection_created
 
@@ -53,7 +53,6 @@ RETRY_MAX_S = 2.0
 def on_db_thread(fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     """`fn` (sync, one transaction at most) as a coroutine function run on the database thread."""
 
-    @functools.wraps(fn)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
@@ -62,7 +61,15 @@ def on_db_thread(fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
             connection.close()
             raise
 
-    return sync_to_async(guarded, thread_sensitive=False, executor=executor)
+    @functools.wraps(fn)
+    async def on_thread(*args: P.args, **kwargs: P.kwargs) -> R:
+        # The executor straight, with the caller's context: asgiref's
+        # sync_to_async does the same with more steps around it, and this
+        # bridge is on the path of every job start, end and poll.
+        call = functools.partial(contextvars.copy_context().run, guarded, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+    return on_thread
 
 
 def run_on_db_thread(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -9,6 +9,8 @@ has to the database. The state changes themselves are `Job` methods.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -55,15 +57,18 @@ class RunningJob:
     task: asyncio.Task | None = None  # the run: the plugin, then the end's store
     plugin: asyncio.Task | None = None
     progress: dict[str, Any] | None = None
-    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when a client cancels: a plain future, which the run waits on beside its plugin.
+    cancel_requested: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     # Its outcome is chosen (the plugin's or the cancel's): a cancel is too late.
     decided: bool = False
+    # The job as its end was stored: what a long-poll woken by that end answers.
+    stored: Job | None = None
 
     def request_cancel(self) -> bool:
         """Ask the run to stop; False when its outcome is already chosen."""
-        if self.decided or self.cancel_requested.is_set():
+        if self.decided or self.cancel_requested.done():
             return False
-        self.cancel_requested.set()
+        self.cancel_requested.set_result(None)
         return True
 
 
@@ -121,29 +126,31 @@ def create_job(
     *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, digest: str | None = None
 ) -> Job:
     """Insert the running job, or 503 when MAX_JOBS are held."""
-    with transaction.atomic():
-        if options.idempotency_key is not None:
-            # A job past its deadline that the sweep has not reached yet gives its key up.
-            Job.objects.filter(idempotency_key=options.idempotency_key).update(idempotency_key=None)
-        if not held_jobs.reserve(lambda: Job.objects.held(time.time()).count()):
-            raise ApiError(
-                503,
-                f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
-                "try again when some have ended and been read or delivered.",
-                page_id,
-            )
-        return Job.start(
-            id=job_id,
-            page_id=page_id,
-            plugin=plugin,
-            params=json.loads(json.dumps(params, default=str)),
-            mode=options.mode,
-            ttl=options.ttl,
-            callback=options.callback,
-            started_at=time.time(),
-            idempotency_key=options.idempotency_key,
-            request_digest=digest,
+    if not held_jobs.reserve(lambda: Job.objects.held(time.time()).count()):
+        raise ApiError(
+            503,
+            f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
+            "try again when some have ended and been read or delivered.",
+            page_id,
         )
+    fields = {
+        "id": job_id,
+        "page_id": page_id,
+        "plugin": plugin,
+        "params": json.loads(json.dumps(params, default=str)),
+        "mode": options.mode,
+        "ttl": options.ttl,
+        "callback": options.callback,
+        "started_at": time.time(),
+        "idempotency_key": options.idempotency_key,
+        "request_digest": digest,
+    }
+    if options.idempotency_key is None:
+        return Job.start(**fields)  # one INSERT, committed on its own
+    with transaction.atomic():
+        # A job past its deadline that the sweep has not reached yet gives its key up.
+        Job.objects.filter(idempotency_key=options.idempotency_key).update(idempotency_key=None)
+        return Job.start(**fields)
 
 
 async def submit(
@@ -271,10 +278,16 @@ async def run_job(run: RunningJob, action: Action, params: dict[str, Any]) -> No
     # for as long as this worker runs (the database may be locked by another
     # process for a while). Polls meanwhile answer `running`.
     state = Job.State.CANCELLED if cancelled else Job.State.DONE
-    stored = await persist(finish_job, job.id, outcome, ctx.media_tokens, state, run.progress, what=f"job {job.id}'s end")
+    # The end is written on a copy of the job as it started: the conditional
+    # UPDATE needs nothing more from the store, and the loop's copy is never
+    # changed under a reader.
+    stored = await persist(
+        finish_job, copy.copy(job), outcome, ctx.media_tokens, state, run.progress, what=f"job {job.id}'s end"
+    )
     if stored is None:
         log.warning("job %s was no longer running when it ended; its answer was not kept", job.id)
         return
+    run.stored = stored
     publish_job("job.ended", stored)
     if stored.mode == Job.Mode.POLL:
         tracker.touch()  # a polling job stops counting: the idle clock starts now
@@ -286,12 +299,8 @@ async def plugin_ended_or_cancelled(run: RunningJob, plugin: asyncio.Task) -> bo
     then its browser page is closed and opened again under the same name (its
     browser calls fail from then on), and the page is free whatever the
     plugin does next."""
-    cancel = asyncio.ensure_future(run.cancel_requested.wait())
-    try:
-        await asyncio.wait({plugin, cancel}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        cancel.cancel()
-    if not run.cancel_requested.is_set():
+    await asyncio.wait({plugin, run.cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
+    if not run.cancel_requested.done():
         return False
     plugin.cancel()
     stopped, _ = await asyncio.wait({plugin}, timeout=settings.CANCEL_GRACE_S)
@@ -309,20 +318,21 @@ def job_with_progress(run: RunningJob) -> Job:
 
 
 def finish_job(
-    job_id: str, outcome: Outcome, media_tokens: list[str], state: str = Job.State.DONE, progress: dict | None = None
+    job: Job, outcome: Outcome, media_tokens: list[str], state: str = Job.State.DONE, progress: dict | None = None
 ) -> Job | None:
-    """Store a job's answer (running -> done, or cancelled); None if it was not running."""
-    with transaction.atomic():
-        job = Job.objects.filter(id=job_id).first()
-        if job is None:
-            return None
+    """Store a job's answer (running -> done, or cancelled) and answer the job
+    as stored; None if it was no longer running (or gone). Without files it
+    is one conditional UPDATE, committed on its own; with files, their hold
+    moves in the same transaction."""
+    with transaction.atomic() if media_tokens or job.media_tokens else contextlib.nullcontext():
         ended = job.finish(
             state=state, status=outcome.status, result=outcome.body, finished_at=time.time(),
             media_tokens=media_tokens, progress=progress,
         )
         if not ended:
             return None
-        hold_media(job)
+        if job.media_tokens:
+            hold_media(job)
     return job
 
 
@@ -383,14 +393,22 @@ async def wait_for_end(job_id: str, wait_s: float) -> Job:
     """A long-poll: the job as a poll shows it once it has ended, or after
     `wait_s` with it still running; 404 at once for an unknown job."""
     with waiters.waiting(job_id) as ended:
-        job = await poll(job_id)
-        if job.ended:
-            return job
+        # A job running here is running in the store too, until its end is
+        # stored and published: no read is needed to know it, nor to show it.
+        run = running.get(job_id)
+        if run is None:
+            job = await poll(job_id)
+            if job.ended:
+                return job
         try:
             async with asyncio.timeout(wait_s):
                 await ended
         except TimeoutError:
             pass
+        if run is not None and run.stored is not None:
+            return run.stored  # woken by its end: the job as that end stored it
+        if run is not None and not run.task.done():
+            return job_with_progress(run)
         return await poll(job_id)
 
 

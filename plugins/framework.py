@@ -170,7 +170,9 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
     page_id = ctx.page_id
     limit = action.time_limit(params)
     try:
-        result = await asyncio.wait_for(action.run(page, params, ctx), limit)
+        # In this task (asyncio.wait_for would start another one per call).
+        async with asyncio.timeout(limit):
+            result = await action.run(page, params, ctx)
     except ApiError as error:
         return error.status, error_body(error.message, page_id)
     except (TimeoutError, PlaywrightTimeoutError) as error:
