@@ -9,6 +9,7 @@ has to the database. The state changes themselves are `Job` methods.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import hashlib
@@ -288,6 +289,7 @@ async def run_job(run: RunningJob, action: Action, params: dict[str, Any]) -> No
         log.warning("job %s was no longer running when it ended; its answer was not kept", job.id)
         return
     run.stored = stored
+    recent_ends.add(stored)
     publish_job("job.ended", stored)
     if stored.mode == Job.Mode.POLL:
         tracker.touch()  # a polling job stops counting: the idle clock starts now
@@ -364,12 +366,57 @@ def shown(job: Job) -> Job:
     return job
 
 
+class RecentEnds:
+    """The last polling jobs that ended on this worker, as their ends stored
+    them, so that the poll (or long-poll) that usually follows an end at once
+    is answered without a read.
+
+    Sound because nothing changes a polling job's row after its end: it is
+    only deleted, past its deadline (checked here) or forgotten through this
+    worker (`forget`, which drops it here too). Webhook jobs are not kept:
+    another process's deliverer may delete one. Bounded by count, as results
+    may be large.
+    """
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+
+    def add(self, job: Job) -> None:
+        if job.mode != Job.Mode.POLL:
+            return
+        self.jobs[job.id] = job
+        if len(self.jobs) > self.size:
+            self.jobs.popitem(last=False)
+
+    def get(self, job_id: str, now: float) -> Job | None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.expires_at <= now:
+            del self.jobs[job_id]
+            return None
+        return job
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+
+
+recent_ends = RecentEnds()
+
+
 async def poll(job_id: str) -> Job:
     """The job as a poll shows it, or 404."""
-    job = await on_db_thread(find_live_job)(job_id, time.time())
+    job = recent_ends.get(job_id, time.time()) or await on_db_thread(find_live_job)(job_id, time.time())
     if job is None:
         raise ApiError(404, NO_SUCH_JOB)
     return shown(job)
+
+
+async def forget(job_id: str) -> None:
+    """`forget_job` from the loop; the job leaves `recent_ends` before its
+    row goes, and again after (a poll between them reads the store)."""
+    recent_ends.forget(job_id)
+    await on_db_thread(forget_job)(job_id, time.time())
+    recent_ends.forget(job_id)
 
 
 async def cancel(job_id: str) -> Job:

@@ -18,7 +18,6 @@ from rest_framework import serializers
 
 from browser.pages import PAGE_ID_PATTERN, ManagedPage
 from core.api import ApiError
-from core.db_thread import on_db_thread
 from core.rest import ApiView, answer, validated
 from core.schema import operation
 from core.shapes import JOB_ID_PATTERN
@@ -203,7 +202,7 @@ class JobDetail(ApiView):
     )
     async def delete(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        await on_db_thread(service.forget_job)(job_id, time.time())
+        await service.forget(job_id)
         return HttpResponse(status=204)
 
 

@@ -10,7 +10,7 @@ from bench.stats import Latency, percentile
 
 
 def test_the_bench_family_is_a_plugin_family():
-    assert family.name == "bench" and set(family.actions) == {"noop", "hold"}
+    assert family.name == "bench" and set(family.actions) == {"noop", "hold", "browser-wait"}
 
 
 def test_percentiles_are_nearest_rank():
