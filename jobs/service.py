@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from activity import log as request_log
 from activity.tracker import tracker
@@ -463,14 +463,22 @@ LIST_LIMIT = 50
 MAX_LIST_LIMIT = 200
 
 
-def find_jobs(
-    *, now: float, limit: int, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
+def find_jobs(*, limit: int, **query: Any) -> tuple[list[Job], tuple[float, str] | None]:
+    """A page of the job list (`list_query`): the jobs, and the cursor of the
+    next page, or None at the end."""
+    found = list(list_query(**query)[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    return found, ((found[-1].started_at, found[-1].id) if more else None)
+
+
+def list_query(
+    *, now: float, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
     after: tuple[float, str] | None = None,
-) -> tuple[list[Job], tuple[float, str] | None]:
+) -> QuerySet[Job]:
     """Held jobs (running, or ended and not past their deadline), newest
     first, after the cursor `after` (`(started_at, id)` of the last job of the
-    previous page): one indexed query, without the results. Answers the jobs
-    and the cursor of the next page, or None at the end."""
+    previous page): one indexed query, without the results."""
     jobs = Job.objects.held(now).defer("result", "params")
     if state is not None:
         jobs = jobs.filter(state=state)
@@ -481,10 +489,7 @@ def find_jobs(
     if after is not None:
         started_at, job_id = after
         jobs = jobs.filter(Q(started_at__lt=started_at) | Q(started_at=started_at, id__lt=job_id))
-    found = list(jobs.order_by("-started_at", "-id")[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return found, ((found[-1].started_at, found[-1].id) if more else None)
+    return jobs.order_by("-started_at", "-id")
 
 
 async def list_jobs(**query: Any) -> tuple[list[Job], tuple[float, str] | None]:

@@ -404,12 +404,12 @@ def test_a_repeat_while_the_first_start_is_being_stored_answers_409(worker, api)
     results: dict[str, httpx.Response] = {}
     first = threading.Thread(target=lambda: results.setdefault("first", start(api, "web/state", headers=key)))
     try:
+        first.start()
+        # The first start has claimed the page (so it holds its key) and waits for the store.
+        wait_until(lambda: page_state(api)["job_id"] is not None, what="the first start to claim the page")
         with worker.client() as other:
-            first.start()
-            repeat = wait_until(
-                lambda: (r := start(other, "web/state", headers=key)).status_code == 409 and r,
-                what="the repeat to be refused while the first is stored",
-            )
+            repeat = start(other, "web/state", headers=key)
+        assert repeat.status_code == 409, repeat.text
     finally:
         lock.execute("rollback")
         lock.close()

@@ -8,16 +8,21 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.support.receiver import Receiver
-from tests.support.worker import wait_until
+from tests.support.worker import free_port, wait_until
 from tests.test_jobs import verify
 
 ENV = {"WEBHOOK_ATTEMPTS_S": "0,0.3", "WEBHOOK_TIMEOUT_S": "0.5"}
+RECEIVER = Path(__file__).resolve().parents[1] / "docs" / "guides" / "webhook_receiver.py"
 SECRET_A = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 SECRET_B = "whsec_" + base64.b64encode(bytes(range(100, 124))).decode()
 
@@ -106,3 +111,29 @@ def test_a_malformed_secret_stops_the_start_with_one_sentence(make_worker, secre
     with pytest.raises(RuntimeError):
         worker.start(timeout=30)
     assert "WEBHOOK_SECRET" in worker.log() and "Traceback" not in worker.log()
+
+
+@pytest.mark.parametrize("scheme", ["standard", "guide", "wrong secret"])
+def test_the_docs_receiver_checks_either_scheme(make_worker, tmp_path, scheme):
+    worker = make_worker({**ENV, "WEBHOOK_SECRET": SECRET_A})
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key not in ("PENELOPE_KEY", "WEBHOOK_SECRET")}
+    env.update({"standard": {"WEBHOOK_SECRET": SECRET_A}, "guide": {"PENELOPE_KEY": worker.key},
+                "wrong secret": {"WEBHOOK_SECRET": SECRET_B}}[scheme])
+    stored = tmp_path / "received"
+    receiver = subprocess.Popen(
+        [sys.executable, str(RECEIVER), str(port), str(stored)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert receiver.stdout.readline().startswith("receiving on")
+        with worker.client() as api:
+            job_id = api.post("/main/plugin/web/state", headers={"X-Callback-Url": f"http://127.0.0.1:{port}/hook"}).json()["job_id"]
+            if scheme == "wrong secret":  # 401: a final answer, the job is given up at once
+                wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the job to be given up")
+                assert not (stored / f"{job_id}.json").exists()
+            else:
+                wait_until(lambda: (stored / f"{job_id}.json").exists(), what="the receiver to store the job")
+                assert json.loads((stored / f"{job_id}.json").read_text())["job_id"] == job_id
+    finally:
+        receiver.terminate()
+        receiver.wait(10)
