@@ -56,6 +56,14 @@ class Lease:
     ttl: float
     expires_at: float  # time.monotonic()
     active_calls: int = 0
+    taken_at: float = field(default_factory=time.monotonic)  # renewals keep it
+    released_at: float | None = None
+
+    @property
+    def age(self) -> float:
+        """Seconds from its taking to its release, or to now while it is held."""
+        end = self.released_at if self.released_at is not None else time.monotonic()
+        return end - self.taken_at
 
     def expired(self, now: float) -> bool:
         return self.active_calls == 0 and now >= self.expires_at
@@ -124,12 +132,28 @@ class ManagedPage:
         self._publish("page.leased")
         return self.lease
 
-    def release_lease(self, lease_id: str | None) -> None:
-        if self.current_lease() is None:
+    def release_lease(self, lease_id: str | None, *, force: bool = False) -> Lease:
+        """Release the page's lease, the one in `lease_id`; with `force`, whatever
+        its id (an operator's tool for a lease whose id was lost).
+
+        Calls running under a broken lease run on to their end: their claims
+        hold the lease object, not the page's slot, so their release restarts
+        the old lease's TTL and leaves the page unleased.
+        """
+        lease = self.current_lease()
+        if lease is None:
             raise ApiError(423, f"Page {self.name} has no lease to release.", self.name)
-        self.check_lease(lease_id)
+        if not force:
+            self.check_lease(lease_id)
+        lease.released_at = time.monotonic()
         self.lease = None
         self._publish("page.released")
+        if force:
+            log.warning(
+                "page %s: lease broken by force, %.1f s after it was taken (%d call(s) under it run on, job %s)",
+                self.name, lease.age, lease.active_calls, self.job_id or "none",
+            )
+        return lease
 
     # --- the one-at-a-time lock -----------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 from browser.pages import registry, validate_page_id
@@ -38,6 +38,32 @@ class LeaseParams(serializers.Serializer):
         if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
             raise serializers.ValidationError(f"a lease's ttl is more than 0 and at most {settings.MAX_TTL_S:g} seconds.")
         return ttl
+
+
+FORCE_VALUES = {"true": True, "false": False, "1": True, "0": False}
+
+
+class ReleaseLeaseQuery(serializers.Serializer):
+    force = serializers.ChoiceField(
+        choices=list(FORCE_VALUES),
+        required=False,
+        default="false",
+        error_messages={"invalid_choice": "force is true or false (or 1 or 0)."},
+    )
+
+    def validate_force(self, force: str) -> bool:
+        return FORCE_VALUES[force]
+
+
+FORCE_PARAMETER = OpenApiParameter(
+    "force",
+    {"type": "string", "enum": list(FORCE_VALUES), "default": "false"},
+    OpenApiParameter.QUERY,
+    description=(
+        "`true` (or `1`): break the lease without its id; X-Lease is then not needed and ignored if sent. "
+        "`false` (or `0`, or absent): release the lease in X-Lease. Any other value answers 400."
+    ),
+)
 
 
 # --- the answers' shapes, for the schema -------------------------------------------
@@ -80,6 +106,18 @@ class LeaseTaken(PageSuccess):
 
 class LeaseReleased(PageSuccess):
     released = TrueField()
+
+
+# The release route's one 200 shape: a plain release answers LeaseReleased's
+# fields, so the two added here are optional in the schema (a oneOf of the two
+# shapes would match a forced answer twice: neither forbids other fields).
+class LeaseBroken(LeaseReleased):
+    """A release; with `force=true`, a broken lease: `forced` and `lease_age_s` too."""
+
+    forced = TrueField(required=False, help_text="Only with force=true: the lease was broken without its id.")
+    lease_age_s = serializers.FloatField(
+        required=False, min_value=0, help_text="Only with force=true: seconds since the lease was taken, to 0.1 s."
+    )
 
 
 class SkippedPage(serializers.Serializer):
@@ -203,17 +241,38 @@ class Lease(ApiView):
     @extend_schema(
         **operation(
             operation_id="releaseLease",
-            summary="Release a page's lease",
+            summary="Release a page's lease, or break it",
+            description=(
+                "Releases the lease in X-Lease. With `force=true` (an operator's tool for a lease whose id was "
+                "lost) it releases the page's lease without its id, and the answer adds `\"forced\": true` and "
+                "`lease_age_s`, the seconds since the lease was taken (to 0.1 s); the worker logs the break at "
+                "WARNING. A call or job running under a broken lease runs on to its end, and the page is then "
+                "free for any caller. Without `force`, or with `force=false`, nothing changes from a plain release."
+            ),
             tags=["leases"],
-            parameters=[PAGE_ID, x_lease("The lease to release.")],
-            answers={200: LeaseReleased},
-            errors={400: "", 404: "The page is not open.", 423: "No X-Lease, another lease's id, or no lease to release."},
+            parameters=[PAGE_ID, FORCE_PARAMETER, x_lease("The lease to release; not needed with force=true.")],
+            answers={
+                200: OpenApiResponse(
+                    LeaseBroken, "Released; with force=true, broken, and `forced` and `lease_age_s` are there too."
+                )
+            },
+            errors={
+                400: "A bad page id, or `force` is not true, false, 1 or 0.",
+                404: "The page is not open.",
+                423: "No X-Lease, another lease's id (without force), or no lease to release.",
+            },
         )
     )
     async def delete(self, request: Any, page_id: str) -> HttpResponse:
         validate_page_id(page_id)
-        registry.get(page_id).release_lease(request.headers.get("X-Lease"))
-        return answer(LeaseReleased, {"success": True, "page_id": page_id, "released": True})
+        # A plain dict, not the QueryDict: DRF reads an empty form value as absent, and `?force=` is refused.
+        force = validated(ReleaseLeaseQuery, request.query_params.dict())["force"]
+        page = registry.get(page_id)
+        released = page.release_lease(request.headers.get("X-Lease"), force=force)
+        body = {"success": True, "page_id": page_id, "released": True}
+        if not force:
+            return answer(LeaseReleased, body)
+        return answer(LeaseBroken, {**body, "forced": True, "lease_age_s": round(released.age, 1)})
 
 
 class Purge(ApiView):

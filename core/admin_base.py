@@ -10,8 +10,10 @@ from django.utils.html import format_html
 
 
 def pretty_json(value) -> str:
-    """JSON indented and HTML-escaped."""
-    return format_html("<pre style='white-space: pre-wrap'>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+    """JSON indented, its non-ASCII characters as they are (not `\\u00e9`),
+    and HTML-escaped by format_html."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return format_html("<pre style='white-space: pre-wrap'>{}</pre>", text)
 
 
 def when(epoch: float | None) -> str:

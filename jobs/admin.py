@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
@@ -12,12 +14,24 @@ from jobs.models import DeliveryAttempt, Job
 class JobAdmin(ReadOnlyAdmin):
     list_display = ("id", "state", "mode", "plugin", "page_id", "started", "finished", "status", "attempts")
     list_filter = ("state", "mode", "plugin", "status")
-    search_fields = ("id",)
+    # `params` is a JSONField: on SQLite its text, so `params__icontains`
+    # finds a word anywhere in the parameters (keys too).
+    search_fields = ("id", "plugin", "params")
     fields = (
         "id", "state", "mode", "plugin", "page_id", "started", "finished", "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
         "progress_json", "params_json", "result_json", "media_tokens",
     )
+
+    def get_search_results(self, request, queryset, search_term):
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if not search_term.isascii():
+            # The parameters are stored as JSON with non-ASCII characters
+            # escaped (`caf\u00e9`): such a term is also looked for as stored.
+            stored_term = "".join(char if char.isascii() else json.dumps(char)[1:-1] for char in search_term)
+            escaped, escaped_duplicates = super().get_search_results(request, queryset, stored_term)
+            results, may_have_duplicates = results | escaped, may_have_duplicates or escaped_duplicates
+        return results, may_have_duplicates
 
     @admin.display(description="started", ordering="started_at")
     def started(self, job: Job) -> str:
@@ -54,9 +68,13 @@ class JobAdmin(ReadOnlyAdmin):
 
 @admin.register(DeliveryAttempt)
 class DeliveryAttemptAdmin(ReadOnlyAdmin):
-    list_display = ("job_id", "number", "outcome", "status_code", "duration_ms", "started", "url")
+    list_display = ("job_id", "number", "outcome", "status_code", "duration", "started", "url")
     list_filter = ("outcome", "status_code")
     search_fields = ("job_id",)
+
+    @admin.display(description="duration (ms)", ordering="duration_ms")
+    def duration(self, attempt: DeliveryAttempt) -> str:
+        return f"{attempt.duration_ms:.1f}"
 
     @admin.display(description="started", ordering="started_at")
     def started(self, attempt: DeliveryAttempt) -> str:

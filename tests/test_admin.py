@@ -7,7 +7,7 @@ import time
 import pytest
 from django.contrib.auth.models import User
 
-from jobs.models import Job
+from jobs.models import DeliveryAttempt, Job
 
 
 @pytest.fixture
@@ -54,3 +54,51 @@ def test_a_cancelled_job_shows_its_state_and_progress(operator):
     assert b"00000000000000cc" not in operator.get("/admin/jobs/job/?state__exact=done").content
     detail = operator.get("/admin/jobs/job/00000000000000cc/change/").content
     assert b"40 of 200 handles" in detail and b"job cancelled by a client" in detail
+
+
+def job(job_id: str, plugin: str, params: dict) -> Job:
+    now = time.time()
+    return Job.objects.create(
+        id=job_id, page_id="main", plugin=plugin, params=params, mode="poll", ttl=60, started_at=now,
+        state="done", finished_at=now, expires_at=now + 60, status=200, result={"success": True, "page_id": "main"},
+    )
+
+
+def test_json_shows_non_ascii_characters_as_they_are(operator):
+    job("00000000000000dd", "demo/open-account", {"handle": "alice", "note": "café — naïve <b>"})
+    detail = operator.get("/admin/jobs/job/00000000000000dd/change/")
+    assert detail.status_code == 200
+    text = detail.content.decode()
+    assert "café — naïve &lt;b&gt;" in text
+    assert "\\u2014" not in text and "\\u00e9" not in text
+
+
+def test_jobs_are_found_by_plugin_and_by_a_word_in_their_parameters(operator):
+    job("00000000000000e1", "demo/open-account", {"handle": "zanzibar", "note": "café — naïve"})
+    job("00000000000000e2", "testing/sleep", {"seconds": 1, "tag": "other"})
+
+    def found(term: str) -> set[str]:
+        listing = operator.get("/admin/jobs/job/", {"q": term})
+        assert listing.status_code == 200
+        return {job_id for job_id in ("00000000000000e1", "00000000000000e2") if job_id.encode() in listing.content}
+
+    assert found("demo/open-account") == {"00000000000000e1"}
+    assert found("testing/sleep") == {"00000000000000e2"}
+    assert found("zanzibar") == {"00000000000000e1"}
+    assert found("ZANZI") == {"00000000000000e1"}  # any part of a word, any case
+    assert found("naïve") == {"00000000000000e1"}
+    assert found("café naïve") == {"00000000000000e1"}
+    assert found("other") == {"00000000000000e2"}
+    assert found("nowhere-to-be-found") == set()
+
+
+def test_delivery_attempt_durations_are_shown_to_a_tenth_of_a_millisecond(operator):
+    DeliveryAttempt.objects.create(
+        job_id="00000000000000ff", number=1, url="http://127.0.0.1:9/hook", started_at=time.time(),
+        duration_ms=12.3456, status_code=200, outcome="delivered",
+    )
+    listing = operator.get("/admin/jobs/deliveryattempt/")
+    assert listing.status_code == 200
+    assert b">12.3<" in listing.content and b"12.3456" not in listing.content
+    ordered = operator.get("/admin/jobs/deliveryattempt/", {"o": "5"})  # by the duration column
+    assert ordered.status_code == 200 and b">12.3<" in ordered.content
