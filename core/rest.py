@@ -85,15 +85,18 @@ class ApiRequest(AsyncRequest):
         self._stream = self._request
 
 
-def describe_errors(errors: Any) -> str:
-    """A serializer's first error as one sentence for the client."""
+def describe_errors(errors: Any, path: str = "") -> str:
+    """A serializer's first error as one sentence for the client, naming the
+    field by its path inside nested objects and lists (`wait_for.state`,
+    `fields.title.selector`, `cookies.0.name`)."""
     field_name, messages = next(iter(errors.items()))
-    message = messages[0] if isinstance(messages, list) else messages
-    if isinstance(message, dict):  # a nested serializer
-        return describe_errors(message)
-    if field_name == "non_field_errors":
+    message = messages[0] if isinstance(messages, list) and messages else messages
+    name = path if field_name == "non_field_errors" else f"{path}.{field_name}" if path else str(field_name)
+    if isinstance(message, dict):  # a nested serializer, or a list's or dict's items
+        return describe_errors(message, name)
+    if not name:
         return f"Invalid parameters: {message}"
-    return f"Invalid parameter '{field_name}': {message}"
+    return f"Invalid parameter '{name}': {message}"
 
 
 def validated(shape: type[serializers.Serializer], data: Any) -> dict[str, Any]:

@@ -119,8 +119,14 @@ class EvaluateParams(serializers.Serializer):
 
 @primitives.action("evaluate", params=EvaluateParams)
 async def evaluate(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return {"value": await evaluate_json(page, params["expression"])}
+
+
+async def evaluate_json(page: Page, expression: str, arg: Any = None) -> Any:
+    """The expression's value (a function is called with `arg`; a Promise is
+    awaited), or 400 when it throws or its value is not JSON."""
     try:
-        value = await page.evaluate(params["expression"])
+        value = await page.evaluate(expression, arg)
     except PlaywrightError as error:
         if page.is_closed():
             raise
@@ -129,7 +135,7 @@ async def evaluate(page: Page, params: dict[str, Any], ctx: Context) -> dict[str
         json.dumps(value, allow_nan=False)  # NaN and Infinity are not JSON
     except (TypeError, ValueError):
         raise PluginError(400, "The expression's value cannot be sent as JSON.") from None
-    return {"value": value}
+    return value
 
 
 @primitives.action("content")

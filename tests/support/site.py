@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from html import escape
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -16,29 +18,73 @@ class Handler(SimpleHTTPRequestHandler):
         super().__init__(*args, directory=str(PAGES), **kwargs)
 
     def do_GET(self):
+        self.server.requests.append(self.path)
         url = urlsplit(self.path)
+        query = {name: values[0] for name, values in parse_qs(url.query).items()}
         if url.path == "/slow":
             # Answers after `ms` milliseconds: for navigation timeouts.
-            delay_ms = int(parse_qs(url.query).get("ms", ["5000"])[0])
-            time.sleep(delay_ms / 1000)
+            time.sleep(int(query.get("ms", "5000")) / 1000)
             return self._send(b"<title>Slow</title><p>finally</p>")
+        if url.path == "/echo":
+            # The request's headers, as the page's text and as JSON in #headers.
+            headers = json.dumps({name.lower(): value for name, value in self.headers.items()})
+            return self._send(f"<title>Echo</title><pre id='headers'>{escape(headers)}</pre>".encode())
+        if url.path == "/missing":
+            return self._send(b"<title>Not here</title><p>nothing here</p>", status=404)
+        if url.path == "/api/items":
+            # `count` results as JSON after `delay_ms`: what late.html fetches.
+            time.sleep(int(query.get("delay_ms", "0")) / 1000)
+            count = int(query.get("count", "10"))
+            items = [{"id": n, "title": f"Result {n}", "href": f"/item/{n}"} for n in range(count)]
+            return self._send(json.dumps({"items": items, "count": count}).encode(), content_type="application/json")
+        if url.path == "/api/blob":
+            return self._send(bytes(range(256)) * int(query.get("kib", "4")) * 4, content_type="application/octet-stream")
+        if url.path == "/list":
+            page, pages = int(query.get("page", "1")), int(query.get("pages", "3"))
+            if not 1 <= page <= pages:
+                return self._send(b"<title>No such page</title>", status=404)
+            return self._send(list_page(page, pages, int(query.get("per", "4"))))
+        if url.path == "/set-cookie":
+            self.send_response(200)
+            self.send_header("Set-Cookie", f"{query.get('name', 'flavour')}={query.get('value', 'oat')}; Path=/")
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            return self.wfile.write(b"ok")
         return super().do_GET()
 
-    def _send(self, body: bytes, status: int = 200):
+    def _send(self, body: bytes, status: int = 200, content_type: str = "text/html; charset=utf-8"):
         self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def end_headers(self):
+        # Nothing is cached: a test that counts the site's requests sees every fetch.
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
     def log_message(self, *args):
         pass
+
+
+def list_page(page: int, pages: int, per: int) -> bytes:
+    """Page `page` of a server-paginated list: `per` rows with a relative link
+    and a price each, and an `a.next` link on every page but the last."""
+    rows = "".join(
+        f"<li class='row'><a href='/item/{n}'>Item {n}</a> <span class='price'>{n * 10}</span></li>"
+        for n in range((page - 1) * per, page * per)
+    )
+    following = f"<a class='next' href='/list?page={page + 1}&pages={pages}&per={per}'>next</a>" if page < pages else ""
+    return f"<title>List page {page}</title><ul>{rows}</ul>{following}".encode()
 
 
 class Site:
     def __init__(self):
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.requests = []  # every path asked for, in order
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -1,0 +1,176 @@
+"""What every `web` action shares: the family, the request controls a call
+may set (restored after it), and the wait a reading action applies first."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page, Route
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+from rest_framework import serializers
+
+from plugins.framework import ActionFn, Context, Family, PluginError, first_line
+
+log = logging.getLogger("penelope.plugins")
+
+family = Family("web")
+
+SELECTOR = serializers.CharField(max_length=1000)
+BLOCKABLE = ["image", "font", "media", "stylesheet"]
+# RFC 9110's token: what a header name may be made of.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
+MAX_HEADERS = 50
+
+
+class WaitFor(serializers.Serializer):
+    """Either a selector reaching a state, or a JavaScript expression becoming truthy."""
+
+    selector = serializers.CharField(max_length=1000, required=False)
+    state = serializers.ChoiceField(choices=["attached", "visible", "hidden", "detached"], required=False)
+    function = serializers.CharField(max_length=100_000, required=False)
+    timeout_ms = serializers.IntegerField(min_value=0, max_value=600_000, default=30_000)
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if ("selector" in data) == ("function" in data):
+            raise serializers.ValidationError("give either selector or function.")
+        if "function" in data and "state" in data:
+            raise serializers.ValidationError("state goes with a selector, not a function.")
+        if "selector" in data:
+            data.setdefault("state", "visible")
+        return data
+
+
+class Viewport(serializers.Serializer):
+    width = serializers.IntegerField(min_value=1, max_value=10_000)
+    height = serializers.IntegerField(min_value=1, max_value=10_000)
+
+
+class HeaderMap(serializers.DictField):
+    """Extra HTTP headers: names are tokens, values one line each."""
+
+    child = serializers.CharField(max_length=8192, allow_blank=True, trim_whitespace=False)
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        headers = super().to_internal_value(data)
+        if len(headers) > MAX_HEADERS:
+            raise serializers.ValidationError(f"at most {MAX_HEADERS} headers.")
+        for name, value in headers.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise serializers.ValidationError(f"{name[:64]!r} is not a header name.")
+            if "\r" in value or "\n" in value or "\0" in value:
+                raise serializers.ValidationError(f"the value of {name} holds a line break.")
+        return headers
+
+
+class WebParams(serializers.Serializer):
+    """The request controls every `web` action that drives the page takes."""
+
+    headers = HeaderMap(required=False)
+    user_agent = serializers.CharField(max_length=1000, required=False)
+    viewport = Viewport(required=False)
+    block = serializers.ListField(child=serializers.ChoiceField(choices=BLOCKABLE), max_length=len(BLOCKABLE), required=False)
+
+
+class ReadParams(WebParams):
+    """A reading action's parameters: the controls, and a wait before it reads."""
+
+    wait_for = WaitFor(required=False)
+
+
+def action(
+    name: str, *, params: type[serializers.Serializer], timeout_s: float | Callable[[dict[str, Any]], float] | None = None
+) -> Callable[[ActionFn], ActionFn]:
+    """Register a `web` action that runs under the call's request controls."""
+
+    def register(fn: ActionFn) -> ActionFn:
+        async def run(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+            async with request_controls(page, params):
+                return await fn(page, params, ctx)
+
+        run.__doc__ = fn.__doc__
+        family.action(name, params=params, timeout_s=timeout_s)(run)
+        return fn
+
+    return register
+
+
+@contextlib.asynccontextmanager
+async def request_controls(page: Page, params: dict[str, Any]) -> AsyncIterator[None]:
+    """Apply the call's headers, user agent, viewport and blocked resource
+    types to the page, and undo each when the call ends, however it ends, so
+    the next call finds the page as the persona left it."""
+    undo: list[Callable[[], Awaitable[Any]]] = []
+    try:
+        if params.get("headers"):
+            await page.set_extra_http_headers(params["headers"])
+            undo.append(lambda: page.set_extra_http_headers({}))
+        if params.get("user_agent"):
+            # A page-level override through the DevTools protocol: the
+            # persistent context fixes its user agent at launch. Detaching
+            # the session ends the override.
+            session = await page.context.new_cdp_session(page)
+            undo.append(session.detach)
+            await session.send("Network.setUserAgentOverride", {"userAgent": params["user_agent"]})
+        if params.get("viewport"):
+            before = page.viewport_size
+            await page.set_viewport_size(params["viewport"])
+            if before is not None:
+                undo.append(lambda: page.set_viewport_size(before))
+        if params.get("block"):
+            blocked = frozenset(params["block"])
+
+            async def refuse(route: Route) -> None:
+                if route.request.resource_type in blocked:
+                    await route.abort("blockedbyclient")
+                else:
+                    await route.fallback()
+
+            await page.route("**/*", refuse)
+            undo.append(lambda: page.unroute("**/*", refuse))
+        yield
+    finally:
+        for step in reversed(undo):
+            try:
+                await step()
+            except PlaywrightError as error:
+                if not page.is_closed():  # a closed tab takes its settings with it
+                    log.warning("restoring a request control failed: %s", error.message)
+
+
+async def wait_for(page: Page, spec: dict[str, Any] | None) -> None:
+    """Wait as the call's `wait_for` asks (nothing when it asks nothing); a wait
+    that runs out answers 408 naming what it waited for."""
+    if not spec:
+        return
+    timeout = spec["timeout_ms"]
+    try:
+        if "selector" in spec:
+            await page.wait_for_selector(spec["selector"], state=spec["state"], timeout=timeout)
+        else:
+            await page.wait_for_function(spec["function"], timeout=timeout)
+    except PlaywrightTimeoutError:
+        raise PluginError(408, f"Waited {timeout} ms for {describe_wait(spec)}; it did not happen.") from None
+    except PlaywrightError as error:
+        if "function" in spec and not page.is_closed():
+            raise PluginError(400, f"The wait_for function failed: {first_line(error.message)}") from None
+        raise
+
+
+def describe_wait(spec: dict[str, Any]) -> str:
+    if "selector" in spec:
+        return f"{spec['selector'][:200]!r} to be {spec['state']}"
+    function = spec["function"].strip()
+    return f"the function {function[:200] + ('…' if len(function) > 200 else '')!r} to be truthy"
+
+
+async def first_match(page: Page, selector: str):
+    """The first element the selector matches, or 404."""
+    locator = page.locator(selector)
+    if await locator.count() == 0:
+        raise PluginError(404, f"Nothing on the page matches {selector!r}.")
+    return locator.first
