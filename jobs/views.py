@@ -219,6 +219,7 @@ class JobCancel(ApiView):
             ),
             tags=["jobs"],
             parameters=[JOB_ID_PARAMETER],
+            request=None,  # no body
             answers={200: OpenApiResponse(JobPoll, "The cancelled job, as a poll shows it.")},
             errors={
                 404: "No such job: unknown, delivered or expired.",

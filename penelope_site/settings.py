@@ -104,6 +104,10 @@ SWEEP_S = env_float("SWEEP_S", 60)
 PURGE_S = env_float("PURGE_S", 300)
 # The time limit of a plugin action that declares none of its own.
 ACTION_TIMEOUT_S = env_float("ACTION_TIMEOUT_S", 300)
+# The tallest capture one screenshot takes, in CSS pixels: a full page (or an
+# element) taller than it is captured in parts and joined, for one capture of
+# a very tall page comes back blank below a point Chromium does not report.
+SCREENSHOT_PART_HEIGHT = env_int("SCREENSHOT_PART_HEIGHT", 16384)
 # How long request-log rows are kept.
 REQUEST_LOG_RETENTION_S = env_float("REQUEST_LOG_RETENTION_S", 7 * 24 * 3600)
 # The request log: on by default; rows are buffered in memory and written in
@@ -261,7 +265,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # The bearer key's security scheme comes from core.schema.BearerKeyScheme.
     # Enums stay inline (`"success": true` is an enum of one): no enum components to name.
-    "POSTPROCESSING_HOOKS": ["core.schema.without_enum_ids"],
+    # Each plugin action's parameters become a component (plugins.schema).
+    "POSTPROCESSING_HOOKS": ["core.schema.without_enum_ids", "plugins.schema.action_parameters"],
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 

@@ -125,7 +125,8 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
         description=(
             f"Runs `{{family}}/{{action}}` on the page, with its parameters in {where}; parameters the action does "
             "not declare are ignored. With a job header it answers 202 at once instead.\n\n"
-            f"The actions of this worker and their parameters:\n\n{actions}"
+            "The actions of this worker and their parameters (each action's parameter schema, with types, "
+            f"limits and defaults, is under `x-actions`, pointing into the components):\n\n{actions}"
         ),
         tags=["plugins"],
         parameters=parameters,

@@ -137,6 +137,25 @@ def test_plugin_route_lists_the_job_headers_and_the_actions(document: dict):
     assert "`testing/sleep`" in operation["description"]  # the worker's own families, whatever they are
 
 
+def test_every_action_has_its_parameter_schema_in_the_document(document: dict):
+    components = document["components"]["schemas"]
+    for method in ("get", "post"):
+        actions = document["paths"]["/api/v1/{page_id}/plugin/{family}/{action}"][method]["x-actions"]
+        assert {"web/open", "web/collect", "web/wait", "web/cookies", "demo/get-following", "testing/sleep"} <= set(actions)
+        for route, ref in actions.items():
+            assert ref["$ref"] == f"#/components/schemas/{route.replace('/', '.')}.params"
+    opened = components["web.open.params"]
+    assert opened["required"] == ["url"]
+    assert opened["properties"]["url"] == {"type": "string", "format": "uri", "maxLength": 4096, "minLength": 1}
+    assert opened["properties"]["timeout_ms"] == {"type": "integer", "minimum": 1, "maximum": 600000, "default": 30000}
+    assert opened["properties"]["block"]["items"] == {"enum": ["image", "font", "media", "stylesheet"]}
+    assert opened["properties"]["wait_for"]["properties"]["state"] == {"enum": ["attached", "visible", "hidden", "detached"]}
+    fields = components["web.collect.params"]["properties"]["fields"]["additionalProperties"]
+    assert set(fields["properties"]) == {"selector", "attribute"}
+    assert components["web.clear-storage.params"]["properties"]["types"]["default"] == ["cache", "local_storage", "session_storage"]
+    assert components["web.state.params"] == {"type": "object", "properties": {}, "description": components["web.state.params"]["description"]}
+
+
 # --- a tour: every answer conforms ---------------------------------------------------------
 
 
