@@ -7,6 +7,7 @@ serves; a few run as jobs too, and refused input changes nothing."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -483,3 +484,28 @@ def test_a_job_with_bad_parameters_is_refused_and_nothing_starts(api, site):
     response = api.post("/main/plugin/web/open", json={"url": site.url, "block": ["script"]}, headers={"X-Result-Ttl": "60"})
     assert response.status_code == 400 and "block" in response.json()["error"]
     assert [job["job_id"] for job in api.get("/jobs").json()["jobs"]] == before
+
+
+def test_cookies_and_storage_stay_in_the_profile_across_a_restart(make_worker, site):
+    worker = make_worker()
+    expires = round(time.time()) + 30 * 86400  # Chromium keeps at most 400 days
+    lasting = {"name": "lasting", "value": "yes", "url": site.url, "expires": expires}
+    with worker.client() as api:
+        assert call(api, "cookies", op="set", cookies=[lasting])["set"] == 1
+        call(api, "open", url=site.url + "/index.html")
+        value(api, "localStorage.setItem('kept', 'v'); true")
+    worker.stop()
+    worker.start()
+    with worker.client() as api:
+        [kept] = call(api, "cookies", url=site.url)["cookies"]
+        assert (kept["name"], kept["value"], round(kept["expires"])) == ("lasting", "yes", expires)
+        call(api, "open", url=site.url + "/index.html")
+        assert value(api, "localStorage.getItem('kept')") == "v"
+        call(api, "cookies", op="clear")
+        call(api, "clear-storage")
+    worker.stop()
+    worker.start()
+    with worker.client() as api:
+        assert call(api, "cookies")["cookies"] == []
+        call(api, "open", url=site.url + "/index.html")
+        assert value(api, "localStorage.getItem('kept')") is None
