@@ -61,7 +61,7 @@ WAIT_FOR_ALL = {"function": "window.resultsShown > 0", "timeout_ms": 10_000}
 
 
 def test_open_without_a_wait_reads_before_late_results_and_with_one_after(api, site):
-    assert call(api, "open", url=late(site))["title"] == "Late results"
+    assert call(api, "open", url=late(site, delay_ms=3000))["title"] == "Late results"
     assert call(api, "text", selector="#status")["text"] == "searching"
     call(api, "open", url=late(site), wait_for={"selector": ".hit", "state": "attached", "timeout_ms": 10_000})
     assert len(call(api, "text", selector=".hit", all=True)["texts"]) == 25
@@ -167,7 +167,9 @@ def test_fields_collect_one_object_per_item_with_absolute_links(api, site):
     raw = call(api, "collect", item_selector=".row", fields=ROW_FIELDS, raw_urls=True, scroll_pause_ms=0)
     assert [item["link"] for item in raw["items"]] == [f"/item/{n}" for n in range(4)]
     plain = call(api, "collect", item_selector=".row a", attribute="href", scroll_pause_ms=0)
-    assert plain["items"] == [f"{site.url}/item/{n}" for n in range(4)]
+    assert plain["items"] == [f"/item/{n}" for n in range(4)]  # the plain form answers as before
+    absolute = call(api, "collect", item_selector=".row a", attribute="href", raw_urls=False, scroll_pause_ms=0)
+    assert absolute["items"] == [f"{site.url}/item/{n}" for n in range(4)]
 
 
 def test_a_field_that_matches_nothing_is_null(api, site):
@@ -222,10 +224,26 @@ def test_next_by_a_button_that_rewrites_the_same_rows_in_place(api, site):
     assert (answer["pages"], answer["stopped_because"]) == (3, "end")
 
 
-def test_a_next_click_that_changes_nothing_answers_408(api, site):
+def test_next_by_a_load_more_button_reads_only_the_added_rows(api, site):
+    call(api, "open", url=f"{site.url}/pager.html?pages=3&per=3&mode=append")
+    answer = call(api, "collect", item_selector=".row", dedupe=False, next={"selector": "#more"}, scroll_pause_ms=0)
+    assert answer["items"] == [f"Row {n}" for n in range(9)]
+    assert (answer["pages"], answer["stopped_because"]) == (3, "end")
+
+
+def test_a_next_click_that_changes_nothing_ends_the_call_with_the_items_so_far(api, site):
     call(api, "open", url=site.url + "/index.html")
-    error = refused(api, "collect", 408, item_selector=".item", next={"selector": "h1"}, timeout_ms=300, scroll_pause_ms=0)
-    assert error == "Clicked 'h1' for the next page; the items did not change within 300 ms."
+    answer = call(api, "collect", item_selector=".item", next={"selector": "h1"}, timeout_ms=300, scroll_pause_ms=0)
+    assert (answer["items"], answer["pages"], answer["stopped_because"]) == (["one", "two", "three"], 1, "next_failed")
+    assert answer["next_error"] == "Clicked 'h1' for the next page; the items did not change within 300 ms."
+
+
+def test_a_next_page_that_fails_to_load_ends_the_call_with_the_items_so_far(api, site):
+    call(api, "open", url=list_url(site, pages=3, per=2))
+    pattern = f"{site.url}/slow?ms=3000&page={{page}}"
+    answer = call(api, "collect", item_selector=".row a", next={"url": pattern}, timeout_ms=200, scroll_pause_ms=0)
+    assert (answer["items"], answer["stopped_because"]) == (["Item 0", "Item 1"], "next_failed")
+    assert answer["next_error"].startswith("Turning to the next page failed: Page.goto: Timeout 200ms exceeded")
 
 
 def test_collect_as_a_job_reports_progress_per_page_and_ends_with_the_items(api, site):
@@ -248,6 +266,7 @@ def test_collect_as_a_job_reports_progress_per_page_and_ends_with_the_items(api,
         ({"next": {"url": "not a url {page}"}}, "next"),
         ({"fields": {}}, "fields"),
         ({"fields": {"a": {"selector": ""}}}, "fields.a.selector"),
+        ({"capture": ["**/{a,b"]}, "capture"),
     ],
 )
 def test_bad_collect_parameters_answer_400_and_read_nothing(api, site, params, field):
@@ -302,11 +321,34 @@ def test_blocked_resource_types_are_not_fetched_during_the_call_only(api, site):
     assert "image" in fetched_during()  # undone after the call
 
 
-def test_controls_are_undone_when_the_call_fails(api, site):
-    plain = echoed(api, site)
-    refused(api, "open", 408, url=site.url + "/slow?ms=2000", timeout_ms=100, headers={"X-Probe": "1"}, user_agent="Gone/1")
+ALL_CONTROLS = {"headers": {"X-Probe": "1"}, "user_agent": "Gone/1", "viewport": {"width": 500, "height": 400},
+                "block": ["image", "stylesheet"]}  # fmt: skip
+
+
+def assert_page_as_before(api, site, plain: dict, viewport: list) -> None:
     after = echoed(api, site)
     assert "x-probe" not in after and after["user-agent"] == plain["user-agent"]
+    assert value(api, "[innerWidth, innerHeight]") == viewport
+    mark = len(site.server.requests)
+    call(api, "open", url=f"{site.url}/assets.html")
+    assert {"image", "stylesheet"} <= {path.partition("as=")[2] for path in site.server.requests[mark:] if "as=" in path}
+
+
+def test_controls_are_undone_when_the_call_fails(api, site):
+    plain, viewport = echoed(api, site), value(api, "[innerWidth, innerHeight]")
+    refused(api, "open", 408, url=site.url + "/slow?ms=2000", timeout_ms=100, **ALL_CONTROLS)
+    assert_page_as_before(api, site, plain, viewport)
+
+
+def test_controls_are_undone_when_a_job_is_cancelled_mid_call(api, site):
+    plain, viewport = echoed(api, site), value(api, "[innerWidth, innerHeight]")
+    params = {"function": "window.never === true", "timeout_ms": 60_000, **ALL_CONTROLS}
+    response = api.post("/main/plugin/web/wait", json=params, headers={"X-Result-Ttl": "60"})
+    job_id = response.json()["job_id"]
+    wait_until(lambda: api.get("/main").json()["job_id"] == job_id, what="the job on the page")
+    cancelled = api.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert_page_as_before(api, site, plain, viewport)
 
 
 @pytest.mark.parametrize(
@@ -319,6 +361,8 @@ def test_controls_are_undone_when_the_call_fails(api, site):
         ({"viewport": {"width": 0, "height": 100}}, "viewport"),
         ({"viewport": {"width": 100}}, "viewport"),
         ({"user_agent": ""}, "user_agent"),
+        ({"user_agent": "two\nlines"}, "user_agent"),
+        ({"headers": {"Host": "elsewhere.example"}}, "headers"),
     ],
 )
 def test_bad_request_controls_answer_400_and_do_not_navigate(api, site, controls, field):
@@ -377,6 +421,13 @@ def test_collect_captures_across_its_pages(api, site):
 # --- the persona's cookies and storage ----------------------------------------------------
 
 
+def test_a_cookie_by_domain_defaults_its_path_to_the_root(api, site):
+    call(api, "cookies", op="clear")
+    assert call(api, "cookies", op="set", cookies=[{"name": "d", "value": "1", "domain": "127.0.0.1"}])["set"] == 1
+    assert [(c["name"], c["path"]) for c in call(api, "cookies", url=site.url + "/deep/page")["cookies"]] == [("d", "/")]
+    call(api, "cookies", op="clear")
+
+
 def test_cookies_set_list_and_clear(api, site):
     call(api, "cookies", op="clear")
     call(api, "open", url=site.url + "/set-cookie?name=flavour&value=oat")
@@ -400,6 +451,10 @@ def test_cookies_set_list_and_clear(api, site):
         {"op": "set", "cookies": [{"name": "a", "value": "b"}]},
         {"op": "set", "cookies": [{"name": "a", "value": "b", "url": "http://x/", "domain": "x"}]},
         {"op": "eat"},
+        {"op": "set", "cookies": [{"name": "a;b", "value": "v", "url": "http://127.0.0.1/"}]},
+        {"op": "set", "cookies": [{"name": "a", "value": "v;w", "url": "http://127.0.0.1/"}]},
+        {"op": "set", "cookies": [{"name": "a", "value": "v", "url": "http://127.0.0.1/", "expires": -5}]},
+        {"op": "set", "cookies": [{"name": "a", "value": "v", "url": "http://127.0.0.1/", "same_site": "None"}]},
     ],
 )
 def test_bad_cookie_requests_answer_400_and_set_nothing(api, params):
@@ -422,6 +477,9 @@ def test_clear_storage_for_one_origin_leaves_the_others(api, site):
     call(api, "open", url=site.url + "/index.html")
     assert value(api, READ_BOTH)[0] is None
     call(api, "open", url=other + "/index.html")
+    assert value(api, READ_BOTH) == ["v", "v"]
+    # Session storage is the tab's: another site's is not reachable from here, and the answer says so.
+    assert call(api, "clear-storage", origin=site.url, types=["local_storage", "session_storage"])["cleared"] == ["local_storage"]
     assert value(api, READ_BOTH) == ["v", "v"]
     assert call(api, "clear-storage", types=["session_storage"])["cleared"] == ["session_storage"]
     assert value(api, READ_BOTH) == ["v", None]
@@ -509,3 +567,12 @@ def test_cookies_and_storage_stay_in_the_profile_across_a_restart(make_worker, s
         assert call(api, "cookies")["cookies"] == []
         call(api, "open", url=site.url + "/index.html")
         assert value(api, "localStorage.getItem('kept')") is None
+
+
+def test_a_long_wait_for_ends_in_its_own_408_not_the_action_time_limit(make_worker, site):
+    worker = make_worker(env={"ACTION_TIMEOUT_S": "0.5"})
+    with worker.client() as api:
+        call(api, "open", url=site.url + "/index.html")
+        error = refused(api, "text", 408, selector="h1", wait_for={"selector": "#never", "timeout_ms": 1000})
+        assert error == "Waited 1000 ms for '#never' to be visible; it did not happen."
+        assert refused(api, "wait", 408, selector="#never", timeout_ms=1000).startswith("Waited 1000 ms")

@@ -3,12 +3,14 @@ may set (restored after it), and the wait a reading action applies first."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Route
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
@@ -25,6 +27,12 @@ BLOCKABLE = ["image", "font", "media", "stylesheet"]
 # RFC 9110's token: what a header name may be made of.
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 MAX_HEADERS = 50
+# Headers the browser sets itself, or that belong to one connection: Chromium
+# refuses some outright, and none of them is the caller's to send.
+BROWSER_HEADERS = frozenset(
+    {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade", "te", "trailer", "expect"}
+)
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class WaitFor(serializers.Serializer):
@@ -62,8 +70,10 @@ class HeaderMap(serializers.DictField):
         for name, value in headers.items():
             if not HEADER_NAME.fullmatch(name):
                 raise serializers.ValidationError(f"{name[:64]!r} is not a header name.")
-            if "\r" in value or "\n" in value or "\0" in value:
-                raise serializers.ValidationError(f"the value of {name} holds a line break.")
+            if name.lower() in BROWSER_HEADERS:
+                raise serializers.ValidationError(f"{name} is the browser's to set.")
+            if CONTROL_CHARACTERS.search(value.replace("\t", "")):
+                raise serializers.ValidationError(f"the value of {name} holds a line break or a control character.")
         return headers
 
 
@@ -71,7 +81,8 @@ class WebParams(serializers.Serializer):
     """The request controls every `web` action that drives the page takes."""
 
     headers = HeaderMap(required=False)
-    user_agent = serializers.CharField(max_length=1000, required=False)
+    user_agent = serializers.RegexField(r"^[^\x00-\x1f\x7f]+$", max_length=1000, required=False,
+                                        error_messages={"invalid": "a user agent is one line without control characters."})  # fmt: skip
     viewport = Viewport(required=False)
     block = serializers.ListField(child=serializers.ChoiceField(choices=BLOCKABLE), max_length=len(BLOCKABLE), required=False)
 
@@ -85,7 +96,13 @@ class ReadParams(WebParams):
 def action(
     name: str, *, params: type[serializers.Serializer], timeout_s: float | Callable[[dict[str, Any]], float] | None = None
 ) -> Callable[[ActionFn], ActionFn]:
-    """Register a `web` action that runs under the call's request controls."""
+    """Register a `web` action that runs under the call's request controls.
+    Its time limit (its own, or ACTION_TIMEOUT_S) grows by its `wait_for`'s
+    timeout, so a long wait ends in the wait's own 408."""
+
+    def time_limit(params: dict[str, Any]) -> float:
+        own = settings.ACTION_TIMEOUT_S if timeout_s is None else timeout_s(params) if callable(timeout_s) else timeout_s
+        return own + (params["wait_for"]["timeout_ms"] / 1000 if params.get("wait_for") else 0)
 
     def register(fn: ActionFn) -> ActionFn:
         async def run(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -93,7 +110,7 @@ def action(
                 return await fn(page, params, ctx)
 
         run.__doc__ = fn.__doc__
-        family.action(name, params=params, timeout_s=timeout_s)(run)
+        family.action(name, params=params, timeout_s=time_limit)(run)
         return fn
 
     return register
@@ -134,12 +151,23 @@ async def request_controls(page: Page, params: dict[str, Any]) -> AsyncIterator[
             undo.append(lambda: page.unroute("**/*", refuse))
         yield
     finally:
-        for step in reversed(undo):
-            try:
-                await step()
-            except PlaywrightError as error:
-                if not page.is_closed():  # a closed tab takes its settings with it
-                    log.warning("restoring a request control failed: %s", error.message)
+        await undo_all(page, undo)
+
+
+async def undo_all(page: Page, undo: list[Callable[[], Awaitable[Any]]]) -> None:
+    """Run every undo step, last first, even when one fails or the call is
+    cancelled meanwhile; a cancellation is passed on once all have run."""
+    cancelled: asyncio.CancelledError | None = None
+    for step in reversed(undo):
+        try:
+            await step()
+        except asyncio.CancelledError as error:
+            cancelled = error
+        except PlaywrightError as error:
+            if not page.is_closed():  # a closed tab takes its settings with it
+                log.warning("restoring a request control failed: %s", error.message)
+    if cancelled is not None:
+        raise cancelled
 
 
 async def wait_for(page: Page, spec: dict[str, Any] | None) -> None:

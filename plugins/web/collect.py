@@ -13,7 +13,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from plugins.framework import Context, PluginError
+from plugins.framework import Context, first_line
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, action, wait_for
 
@@ -43,7 +43,7 @@ class CollectParams(ReadParams, network.CaptureParams):
     item_selector = SELECTOR
     attribute = serializers.CharField(max_length=200, required=False)
     fields = serializers.DictField(child=Field(), required=False, allow_empty=False)
-    raw_urls = serializers.BooleanField(default=False)
+    raw_urls = serializers.BooleanField(required=False)
     dedupe = serializers.BooleanField(required=False)
     limit = serializers.IntegerField(min_value=1, max_value=100_000, default=100)
     max_seconds = serializers.FloatField(min_value=0.1, max_value=3600, default=60)
@@ -59,19 +59,23 @@ class CollectParams(ReadParams, network.CaptureParams):
             raise serializers.ValidationError("at most 50 fields.")
         if "max_pages" in data and "next" not in data:
             raise serializers.ValidationError("max_pages goes with next.")
+        # The plain form answers as it always has: distinct values, links as written.
         data.setdefault("dedupe", "fields" not in data)
+        data.setdefault("raw_urls", "fields" not in data)
         data.setdefault("max_pages", 10 if "next" in data else 1)
         return data
 
 
-# Reads the matching items not read yet on this page in one round trip. Read
-# elements are remembered in a WeakSet under the call's token, so a scroll
-# reads only what it brought; an item with nothing to read is left for later
-# (its content may still be loading).
+# Reads, in one round trip, the matching items that are new or changed since
+# this call last read them: each element's last value is remembered (a
+# WeakMap under the call's token), so a scroll reads what it brought, and a
+# list that reuses its elements for new content (in-place pages, virtual
+# lists) is read again where the content changed. An item with nothing to
+# read is left for later: its content may still be loading.
 READ_ITEMS_JS = """([token, selector, attribute, fields, absolute]) => {
   if (!window.__penelopeSeen || window.__penelopeSeen.token !== token)
-    window.__penelopeSeen = {token, elements: new WeakSet()};
-  const seen = window.__penelopeSeen.elements;
+    window.__penelopeSeen = {token, values: new WeakMap()};
+  const seen = window.__penelopeSeen.values;
   const url = (value) => { try { return new URL(value, document.baseURI).href; } catch (e) { return value; } };
   const read = (el, attr) => {
     if (!attr) return (el.innerText || "").trim();
@@ -80,7 +84,6 @@ READ_ITEMS_JS = """([token, selector, attribute, fields, absolute]) => {
   };
   const items = [];
   for (const el of document.querySelectorAll(selector)) {
-    if (seen.has(el)) continue;
     let item;
     if (fields) {
       item = {};
@@ -95,19 +98,25 @@ READ_ITEMS_JS = """([token, selector, attribute, fields, absolute]) => {
       item = read(el, attribute);
       if (!item) continue;
     }
-    seen.add(el);
+    const key = fields ? JSON.stringify(item) : item;
+    if (seen.get(el) === key) continue;
+    seen.set(el, key);
     items.push(item);
   }
   return items;
 }"""
 
-# Before a click on "next": remember the first item, so the turn is seen when it changes.
-MARK_TURN_JS = """(selector) => { const first = document.querySelector(selector);
-  window.__penelopeTurn = {first, text: first ? first.innerText : null}; }"""
-TURNED_JS = """(selector) => { const mark = window.__penelopeTurn;
+# Before a click on "next": remember the list's first and last items and its
+# length, so the turn is seen when any of them changes (a new page, rows
+# rewritten in place, or rows added below by a "load more" button).
+LIST_MARK_JS = """(selector) => { const all = document.querySelectorAll(selector);
+  const first = all[0] || null, last = all[all.length - 1] || null;
+  return {first, last, count: all.length, firstText: first && first.innerText, lastText: last && last.innerText}; }"""
+MARK_TURN_JS = f"(selector) => {{ window.__penelopeTurn = ({LIST_MARK_JS})(selector); }}"
+TURNED_JS = f"""(selector) => {{ const mark = window.__penelopeTurn;
   if (!mark) return true;  // a new document
-  const first = document.querySelector(selector);
-  return first !== mark.first || (first !== null && first.innerText !== mark.text); }"""
+  const now = ({LIST_MARK_JS})(selector);
+  return Object.keys(mark).some(name => now[name] !== mark[name]); }}"""
 # A next link or button that is missing, disabled or hidden means this is the last page.
 NEXT_USABLE_JS = """(el) => !(el.disabled || el.getAttribute("aria-disabled") === "true"
   || el.classList.contains("disabled") || el.getClientRects().length === 0)"""
@@ -138,10 +147,15 @@ class Collection:
         self.keys: set[str] = set()
         self.pages = 0
         self.stopped_because = "time"
+        self.next_error: str | None = None
+        self.token = secrets.token_hex(8)
 
     def answer(self) -> dict[str, Any]:
         items = self.items[: self.limit]
-        return {"items": items, "count": len(items), "stopped_because": self.stopped_because, "pages": self.pages}
+        answer = {"items": items, "count": len(items), "stopped_because": self.stopped_because, "pages": self.pages}
+        if self.next_error:
+            answer["next_error"] = self.next_error
+        return answer
 
     async def all_pages(self) -> None:
         while True:
@@ -158,17 +172,25 @@ class Collection:
             if time.monotonic() >= self.deadline:
                 self.stopped_because = "time"
                 return
-            if not await self.turn_page():
+            try:
+                turned = await self.turn_page()
+            except PlaywrightError as error:
+                if self.page.is_closed():
+                    raise
+                # The items so far are kept: the answer says why it stopped here.
+                self.stopped_because = "next_failed"
+                self.next_error = next_failure(self.params["next"], self.params["timeout_ms"], error)
+                return
+            if not turned:
                 return
 
     async def one_page(self) -> bool:
         """Read and scroll this page to its end; False when the whole call is done."""
-        token = secrets.token_hex(8)  # a new page: every item on it is new
         fields, scrolls = self.params.get("fields"), 0
         while True:
             found = await self.page.evaluate(
                 READ_ITEMS_JS,
-                [token, self.params["item_selector"], self.params.get("attribute"), fields, not self.params["raw_urls"]],
+                [self.token, self.params["item_selector"], self.params.get("attribute"), fields, not self.params["raw_urls"]],
             )
             added = self.add(found)
             self.ctx.progress(
@@ -220,13 +242,14 @@ class Collection:
         selector = self.params["item_selector"]
         await self.page.evaluate(MARK_TURN_JS, selector)
         await button.first.click(timeout=timeout)
-        try:
-            await _wait_for_turn(self.page, selector, timeout)
-        except PlaywrightTimeoutError:
-            raise PluginError(
-                408, f"Clicked {turn['selector']!r} for the next page; the items did not change within {timeout} ms."
-            ) from None
+        await _wait_for_turn(self.page, selector, timeout)
         return True
+
+
+def next_failure(turn: dict[str, Any], timeout_ms: int, error: PlaywrightError) -> str:
+    if "selector" in turn and isinstance(error, PlaywrightTimeoutError):
+        return f"Clicked {turn['selector']!r} for the next page; the items did not change within {timeout_ms} ms."
+    return f"Turning to the next page failed: {first_line(error.message)}"
 
 
 async def _wait_for_turn(page: Page, selector: str, timeout_ms: int) -> None:

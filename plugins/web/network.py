@@ -26,19 +26,58 @@ TEXT_TYPES = re.compile(r"^(text/|application/(json|[\w.+-]+\+json|javascript|xm
 JSON_TYPES = re.compile(r"^application/(json|[\w.+-]+\+json)")
 
 
+class UrlGlob(serializers.CharField):
+    def to_internal_value(self, data: Any) -> str:
+        glob = super().to_internal_value(data)
+        try:
+            glob_pattern(glob)
+        except ValueError as error:
+            raise serializers.ValidationError(f"{glob[:100]!r} is not a URL glob: {error}.") from None
+        return glob
+
+
 class CaptureParams(serializers.Serializer):
-    capture = serializers.ListField(
-        child=serializers.CharField(max_length=2000), min_length=1, max_length=20, required=False
-    )
+    capture = serializers.ListField(child=UrlGlob(max_length=2000), min_length=1, max_length=20, required=False)
     capture_limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     capture_inline_bytes = serializers.IntegerField(min_value=0, max_value=10_000_000, default=1_000_000)
 
 
 def glob_pattern(glob: str) -> re.Pattern[str]:
-    """A URL glob as a regex: `**` is any text, `*` any text without `/`,
+    """A URL glob as a regex, read as Playwright reads its URL globs: `**` is
+    any text (and `**/` any number of path segments, none included), `*` any
+    text without `/`, `{a,b}` either, `\\` makes the next character plain;
     everything else (`?` and `.` included) stands for itself."""
-    parts = re.split(r"(\*\*|\*)", glob)
-    return re.compile("".join(".*" if p == "**" else "[^/]*" if p == "*" else re.escape(p) for p in parts))
+    out, at, in_group = [], 0, False
+    while at < len(glob):
+        char = glob[at]
+        if char == "\\" and at + 1 < len(glob):
+            out.append(re.escape(glob[at + 1]))
+            at += 2
+            continue
+        if glob.startswith("**/", at):
+            out.append("(?:.*/)?")
+            at += 3
+            continue
+        if glob.startswith("**", at):
+            out.append(".*")
+            at += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "{" and not in_group:
+            out.append("(?:")
+            in_group = True
+        elif char == "}" and in_group:
+            out.append(")")
+            in_group = False
+        elif char == "," and in_group:
+            out.append("|")
+        else:
+            out.append(re.escape(char))
+        at += 1
+    if in_group:
+        raise ValueError("a { is not closed")
+    return re.compile("".join(out))
 
 
 @dataclass
@@ -87,6 +126,11 @@ class Captured:
         media = await self.ctx.put_media(body, content_type=content_type or "application/octet-stream", filename=filename)
         return {**entry, "media": media}
 
+    def abandon(self) -> None:
+        """The action failed or was cancelled: its bodies are not waited for."""
+        for _, task in self.reads:
+            task.cancel()
+
     async def finish(self) -> None:
         if not self.reads:
             return
@@ -124,6 +168,10 @@ async def capture(page: Page, params: dict[str, Any], ctx: Context) -> AsyncIter
     page.on("response", captured.on_response)
     try:
         yield captured
+    except BaseException:
+        captured.abandon()
+        raise
+    else:
+        await captured.finish()
     finally:
         page.remove_listener("response", captured.on_response)
-        await captured.finish()

@@ -16,15 +16,21 @@ from plugins.framework import Context, PluginError
 from plugins.web.base import family
 
 SAME_SITE = ["Strict", "Lax", "None"]
+# RFC 6265: a cookie's name is a token; its value has no controls, space, '"', ',', ';' or '\\'.
+COOKIE_NAME = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$"
+COOKIE_VALUE = r'^[^\x00-\x20\x7f",;\\]*$'
 
 
 class Cookie(serializers.Serializer):
-    name = serializers.CharField(max_length=4096)
-    value = serializers.CharField(max_length=4096, allow_blank=True, trim_whitespace=False)
+    name = serializers.RegexField(COOKIE_NAME, max_length=4096, error_messages={"invalid": "a cookie name is a token (no spaces, ';' or '=')."})
+    value = serializers.RegexField(COOKIE_VALUE, max_length=4096, allow_blank=True, trim_whitespace=False,
+                                   error_messages={"invalid": "a cookie value has no spaces, quotes, ',', ';' or '\\'."})  # fmt: skip
     url = serializers.URLField(max_length=4096, required=False)
     domain = serializers.CharField(max_length=255, required=False)
     path = serializers.CharField(max_length=4096, required=False)
-    expires = serializers.FloatField(required=False, help_text="Unix seconds; left out, the cookie ends with the session.")
+    expires = serializers.FloatField(
+        min_value=0, max_value=253402300799, required=False, help_text="Unix seconds; left out, the cookie ends with the session."
+    )
     http_only = serializers.BooleanField(required=False)
     secure = serializers.BooleanField(required=False)
     same_site = serializers.ChoiceField(choices=SAME_SITE, required=False)
@@ -34,6 +40,10 @@ class Cookie(serializers.Serializer):
             raise serializers.ValidationError("give a cookie either url or domain (with path).")
         if "url" in data and "path" in data:
             raise serializers.ValidationError("path goes with domain; a url sets its own.")
+        if "domain" in data:
+            data.setdefault("path", "/")
+        if data.get("same_site") == "None" and not data.get("secure"):
+            raise serializers.ValidationError("same_site None needs secure: true (browsers drop it otherwise).")
         return data
 
 
@@ -118,10 +128,12 @@ async def clear_storage(page: Page, params: dict[str, Any], ctx: Context) -> dic
             await session.send("Network.clearBrowserCache")  # Chromium's HTTP cache is cleared whole
     finally:
         await session.detach()
+    cleared = [name for name in types if name != "session_storage"]
     if "session_storage" in types and (origin is None or origin_of(page.url) == origin):
         # Session storage belongs to a tab: this page's, for the site it shows.
-        await page.evaluate("() => { try { sessionStorage.clear(); } catch (e) {} }")
-    return {"origin": origin, "cleared": types}
+        if await page.evaluate("() => { try { sessionStorage.clear(); return true; } catch (e) { return false; } }"):
+            cleared.insert(types.index("session_storage"), "session_storage")
+    return {"origin": origin, "cleared": cleared}
 
 
 def origin_of(url: str) -> str | None:

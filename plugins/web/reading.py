@@ -39,7 +39,7 @@ class WaitParams(WebParams, WaitFor):
     pass
 
 
-@action("wait", params=WaitParams)
+@action("wait", params=WaitParams, timeout_s=lambda params: params["timeout_ms"] / 1000 + 30)
 async def wait(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Wait for a selector's state or a function's truth; 408 when it does not come."""
     spec = {name: params[name] for name in ("selector", "state", "function", "timeout_ms") if name in params}
