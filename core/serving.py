@@ -8,6 +8,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -21,6 +22,26 @@ def write_new_key(key_file: Path, key: str | None = None) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
     return key
+
+
+class PortInUse(RuntimeError):
+    """The port to serve on is taken; the message names how to pick another."""
+
+
+def check_port_free(host: str, port: int, *, setting: str) -> None:
+    """Raise PortInUse when `host:port` cannot be bound now: checked before
+    anything slow starts (the browser takes seconds), so a busy port is said
+    at once. The setting and `--port` are named in the message."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Twisted binds
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise PortInUse(
+                f"Could not listen on {host}:{port}: {error.strerror or error}. Stop what holds it, or choose "
+                f"another port with {setting}={port + 1} or --port {port + 1}."
+            ) from None
 
 
 def event_loop() -> asyncio.AbstractEventLoop:

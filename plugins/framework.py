@@ -88,15 +88,26 @@ class Family:
         return register
 
 
+class PluginsInvalid(RuntimeError):
+    """PENELOPE_PLUGINS names a module that cannot be loaded as a family."""
+
+
 @functools.cache
 def families() -> dict[str, Family]:
     """The families named in PENELOPE_PLUGINS, by family name."""
     loaded: dict[str, Family] = {}
     for path in settings.PENELOPE_PLUGINS:
-        module = importlib.import_module(path)
+        try:
+            module = importlib.import_module(path)
+        except ImportError as error:
+            raise PluginsInvalid(
+                f"PENELOPE_PLUGINS lists {path}, which cannot be imported ({error}). "
+                f"Check the module path, or remove it from PENELOPE_PLUGINS "
+                f"(now {','.join(settings.PENELOPE_PLUGINS)})."
+            ) from error
         family = getattr(module, "family", None)
         if not isinstance(family, Family):
-            raise RuntimeError(f"Plugin module {path} defines no `family = Family(...)`.")
+            raise PluginsInvalid(f"PENELOPE_PLUGINS lists {path}, which defines no `family = Family(...)`.")
         loaded[family.name] = family
     return loaded
 

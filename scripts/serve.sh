@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh base
+echo "serve: starting the worker (migrations, the browser, then the API)"
 exec .venv/bin/python manage.py serve "$@"

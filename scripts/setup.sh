@@ -6,10 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requirements="requirements/${1:-base}.txt"
+step() { echo "setup: $*"; }
 
 if [ ! -x .venv/bin/python ]; then
+  step "creating the virtual environment .venv"
   python3 -m venv .venv
 fi
+step "installing $requirements into .venv (a few minutes the first time)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$requirements"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -28,16 +31,25 @@ has_system_chromium() {
     || command -v google-chrome >/dev/null || command -v google-chrome-stable >/dev/null
 }
 
-if [ -n "${PENELOPE_BROWSER:-}" ] || has_playwright_chromium; then
+step "looking for a Chromium"
+if [ -n "${PENELOPE_BROWSER:-}" ]; then
+  step "Chromium: PENELOPE_BROWSER=$PENELOPE_BROWSER"
   exit 0
 fi
+if has_playwright_chromium; then
+  step "Chromium: Playwright's own"
+  exit 0
+fi
+step "downloading Playwright's Chromium (log in /tmp/penelope-playwright-install.log)"
 if timeout 600 .venv/bin/playwright install chromium >/tmp/penelope-playwright-install.log 2>&1; then
   # Playwright's Chromium needs the system libraries it links against.
   as_root .venv/bin/playwright install-deps chromium >/dev/null 2>&1 || true
   exit 0
 fi
 if ! has_system_chromium; then
-  echo "Playwright's Chromium could not be downloaded; installing the distribution's chromium package."
+  step "Playwright's Chromium could not be downloaded; installing the distribution's chromium package"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+step "Chromium: Playwright's could not be downloaded; using $(command -v chromium || command -v chromium-browser \
+  || command -v google-chrome || command -v google-chrome-stable)"

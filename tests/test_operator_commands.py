@@ -54,7 +54,7 @@ def test_recover_jobs_is_refused_beside_a_worker_and_recovers_after_a_crash(make
     assert refused.returncode != 0 and "A worker is serving this store" in refused.stderr
     worker.kill()
     assert manage(worker, "recover_jobs").stdout.strip() == "1 jobs interrupted, 0 past their deadline deleted"
-    shown = json.loads(manage(worker, "jobs", job_id).stdout)
+    shown = json.loads(manage(worker, "jobs", job_id, "--full").stdout)
     assert shown["state"] == "interrupted" and shown["status"] == 503
     listing = manage(worker, "jobs").stdout
     assert job_id in listing and "interrupted" in listing

@@ -86,7 +86,10 @@ def test_a_port_in_use_fails_the_start(make_worker, tmp_path):
     first = make_worker()
     done = serve_until_exit(tmp_path, PENELOPE_PORT=str(first.port))
     assert done.returncode != 0
-    assert f"Could not listen on 127.0.0.1:{first.port}." in done.stderr
+    # Said before the browser starts, naming both ways to choose another port.
+    assert f"Could not listen on 127.0.0.1:{first.port}: Address already in use." in done.stderr
+    assert f"PENELOPE_PORT={first.port + 1} or --port {first.port + 1}" in done.stderr
+    assert "browser started" not in done.stdout + done.stderr
     assert [line for line in chromium_processes() if str(tmp_path) in line] == []
     assert httpx.get(first.base_url + "/api/v1/health").status_code == 200
 

@@ -1,4 +1,5 @@
-"""`manage.py jobs [JOB_ID] [--state S]`: list jobs, or show one as a poll would."""
+"""`manage.py jobs [JOB_ID] [--full] [--state S]`: list jobs, or show one:
+a summary by default, the job as a poll shows it with `--full`."""
 
 import json
 import time
@@ -14,10 +15,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("job_id", nargs="?", help="show this job")
+        parser.add_argument("--full", action="store_true", help="with JOB_ID: the whole job as JSON, its result included")
         parser.add_argument("--state", choices=Job.State.values, help="only jobs in this state")
         parser.add_argument("--limit", type=int, default=50)
 
-    def handle(self, *args, job_id: str | None, state: str | None, limit: int, **options):
+    def handle(self, *args, job_id: str | None, state: str | None, limit: int, full: bool, **options):
         now = time.time()
         if job_id:
             job = Job.objects.filter(id=job_id).first()
@@ -27,8 +29,10 @@ class Command(BaseCommand):
             body["attempt_log"] = list(
                 DeliveryAttempt.objects.filter(job_id=job_id).values("number", "outcome", "status_code", "error", "duration_ms")
             )
-            self.stdout.write(json.dumps(body, indent=2))
+            self.stdout.write(json.dumps(body, indent=2) if full else summary(body))
             return
+        if full:
+            raise CommandError("--full shows one job: give its JOB_ID.")
         jobs = Job.objects.all()
         if state:
             jobs = jobs.filter(state=state)
@@ -37,3 +41,37 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{job.id:16}  {job.state:11}  {job.mode:7}  {job.page_id:12}  {job.status or '-'!s:6}  {job.attempts:3}  {job.plugin}"
             )
+
+
+def summary(body: dict) -> str:
+    """One job in a screenful: its fields, its progress, the result's size and
+    keys (the whole of it with --full), and its webhook attempts."""
+    def when(at: float | None) -> str:
+        return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+    result = body.get("result")
+    if result is None:
+        result_line = "-"
+    else:
+        keys = ", ".join(list(result)[:8]) + (", …" if len(result) > 8 else "")
+        result_line = f"{len(json.dumps(result)):,} bytes of JSON ({keys}); --full shows it"
+        if result.get("success") is False:
+            result_line = f"error: {result.get('error')}"
+    progress = body.get("progress")
+    rows = [
+        ("job", body["job_id"]),
+        ("state", body["state"]),
+        ("plugin", f"{body['plugin']} on page {body['page_id']}"),
+        ("status", body["status"] if body["status"] is not None else "-"),
+        ("started", when(body["started_at"])),
+        ("finished", when(body["finished_at"])),
+        ("expires in", "-" if body.get("expires_in") is None else f"{body['expires_in']:.0f} s"),
+        ("callback", body.get("callback") or "-"),
+        ("progress", "-" if not progress else f"{progress['done']} of {progress['total']}: {progress['message'] or ''}".rstrip(": ")),
+        ("result", result_line),
+    ]
+    lines = [f"{name:11} {value}" for name, value in rows]
+    for attempt in body["attempt_log"]:
+        detail = attempt["status_code"] or attempt["error"] or ""
+        lines.append(f"attempt {attempt['number']:<3} {attempt['outcome']:10} {detail!s:20} {attempt['duration_ms'] or 0:.1f} ms")
+    return "\n".join(lines)

@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.serving import event_loop, run_daphne, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, write_new_key
 from waker.personas import PersonasInvalid, load_personas
 
 log = logging.getLogger("penelope.waker")
@@ -49,8 +49,9 @@ class Command(BaseCommand):
     def handle(self, *args, host: str, port: int, personas: Path, **options):
         personas = personas.resolve()
         try:
+            check_port_free(host, port, setting="WAKER_PORT")
             loaded = load_personas(personas, waker_port=port)
-        except PersonasInvalid as error:
+        except (PortInUse, PersonasInvalid) as error:
             raise CommandError(str(error)) from None
         ensure_waker_key(self.stdout, personas.parent / "waker.key")
         # httpx logs each request at INFO: for the waker that is an activity

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
-from core.serving import event_loop, run_daphne, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, write_new_key
 from jobs.signing import BadSecret, new_secret, signers
 from penelope_site.settings import secret_key_from, tighten_store
 
@@ -56,9 +56,13 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PENELOPE_PORT)
 
     def handle(self, *args, host: str, port: int, **options):
+        from plugins.framework import PluginsInvalid, families
+
         try:
+            check_port_free(host, port, setting="PENELOPE_PORT")
+            families()  # a typo in PENELOPE_PLUGINS is said now, not at the first call
             self._store_lock = store_lock.acquire()
-        except store_lock.StoreInUse as error:
+        except (PortInUse, PluginsInvalid, store_lock.StoreInUse) as error:
             raise CommandError(str(error)) from None
         tighten_store()
         # Everything that builds a URL to this worker (the demo family) reads these.
