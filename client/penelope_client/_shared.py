@@ -1,0 +1,115 @@
+"""What the sync and async clients share: the routes, the headers, and reading
+an answer. No I/O here, so each twin is only its calls."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+
+from penelope_client.errors import error_for
+
+API = "/api/v1"
+# A plain call holds its connection until the action ends: ACTION_TIMEOUT_S
+# (300 s) at most by default, after waiting up to PAGE_WAIT_S (30 s) for the page.
+DEFAULT_TIMEOUT_S = 360.0
+# The worker holds a long-poll at most 60 s; a longer wait is several of them.
+LONG_POLL_S = 60.0
+# How much longer than its `wait` a long-poll may take before the client gives up on it.
+LONG_POLL_MARGIN_S = 30.0
+# A lease is renewed when a third of its ttl has passed: two renewals may fail
+# (a network blip) before it expires.
+RENEW_FRACTION = 1 / 3
+# After a long-poll refused for MAX_WAITERS, poll plainly this often, growing.
+POLL_BACKOFF_S = (0.5, 5.0)
+
+Answer = dict[str, Any]
+
+
+def api_root(base_url: str) -> str:
+    """`http://host:port` (or `.../w/{persona}`) from what a user may paste,
+    with or without `/api/v1` and a trailing slash."""
+    root = base_url.rstrip("/")
+    return root.removesuffix(API)
+
+
+def authorization(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def segment(name: str) -> str:
+    """A page id or a job id as one path segment: a `/` in it cannot reach another route."""
+    return quote(name, safe="")
+
+
+def plugin_path(page: str, route: str) -> str:
+    """`/{page}/plugin/{family}/{action}` for `route` = "family/action"."""
+    return f"/{segment(page)}/plugin/{quote(route, safe='/')}"
+
+
+def job_headers(ttl: float | None, callback: str | None, idempotency_key: str | None) -> dict[str, str]:
+    """The headers that make a plugin call a job: exactly one of a polling
+    `ttl` and a webhook `callback` (without either it would run as a plain call)."""
+    if (ttl is None) == (callback is None):
+        raise ValueError("A job is delivered one way: give ttl= (polling) or callback= (webhook), not both or neither.")
+    if ttl is not None:  # plain decimals: the header takes no exponent
+        headers = {"X-Result-Ttl": f"{ttl:f}".rstrip("0").rstrip(".")}
+    else:
+        headers = {"X-Callback-Url": str(callback)}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers
+
+
+def lease_header(lease_id: str | None) -> dict[str, str]:
+    return {"X-Lease": lease_id} if lease_id else {}
+
+
+def wait_value(seconds: float) -> str | None:
+    """`?wait=` for a long-poll of `seconds` (at most LONG_POLL_S), or None when
+    there is no time left for one."""
+    seconds = round(min(seconds, LONG_POLL_S), 3)
+    return f"{seconds:.3f}" if seconds > 0 else None
+
+
+def job_list_params(state: str | None, page_id: str | None, plugin: str | None, limit: int | None) -> dict[str, str]:
+    given = {"state": state, "page_id": page_id, "plugin": plugin, "limit": limit}
+    return {name: str(value) for name, value in given.items() if value is not None}
+
+
+def events_url(root: str, job: str | None, page: str | None) -> str:
+    """`ws://…/api/v1/events` (`wss://` for https), with its filters."""
+    scheme, _, rest = root.partition("://")
+    socket_scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
+    query = urlencode({name: value for name, value in (("job", job), ("page", page)) if value is not None})
+    return f"{socket_scheme}://{rest}{API}/events" + (f"?{query}" if query else "")
+
+
+def answer_of(response: httpx.Response) -> Answer:
+    """The answer of a success (`{}` for a 204), or the typed error of a failure."""
+    if not response.is_success:
+        raise error_for(response)
+    if response.status_code == 204 or not response.content:
+        return {}
+    return response.json()
+
+
+def http_timeout(timeout: float | None) -> httpx.Timeout:
+    # Connecting to a loopback or LAN worker is quick; only answers take long.
+    return httpx.Timeout(timeout, connect=None if timeout is None else min(timeout, 10.0))
+
+
+def long_poll_timeout(wait: str) -> httpx.Timeout:
+    return httpx.Timeout(float(wait) + LONG_POLL_MARGIN_S, connect=10.0)
+
+
+EVENTS_THROUGH_WAKER = (
+    "The waker does not carry event sockets: connect a client to the persona's worker itself "
+    "(its base_url in Waker.personas()) to read its events."
+)
+EVENTS_NEED_WEBSOCKETS = "events() needs the websockets package: pip install 'penelope-client[events]'."
+EVENTS_REFUSED = (
+    "The worker refused the event socket: a wrong key, a malformed job or page filter, "
+    "or MAX_EVENT_SOCKETS sockets open already."
+)

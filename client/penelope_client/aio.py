@@ -1,0 +1,224 @@
+"""`AsyncPenelope`: the twin of `Penelope` (client.py) for asyncio, method for method."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from penelope_client import _shared as shared
+from penelope_client._shared import Answer
+from penelope_client.errors import Leased, NotFound, PenelopeError, Unavailable
+from penelope_client.events import AsyncEventStream
+
+
+class AsyncPenelope:
+    """`Penelope` with every call awaited: `await client.call("main", "web/state")`."""
+
+    def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):
+        self.base_url = shared.api_root(base_url)
+        self.key = key
+        self.events_url: str | None = self.base_url
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url + shared.API,
+            headers=shared.authorization(key),
+            timeout=shared.http_timeout(timeout),
+        )
+
+    async def request(self, method: str, path: str, **options: Any) -> Answer:
+        return shared.answer_of(await self.http.request(method, path, **options))
+
+    async def health(self) -> Answer:
+        return await self.request("GET", "/health")
+
+    async def pages(self) -> Answer:
+        return await self.request("GET", "/pages")
+
+    async def open_page(self, page_id: str) -> Answer:
+        return await self.request("POST", "/pages", json={"page_id": page_id})
+
+    async def close_page(self, page_id: str) -> Answer:
+        return await self.request("DELETE", f"/{shared.segment(page_id)}")
+
+    async def call(self, page: str, route: str, /, **params: Any) -> Answer:
+        return await self.request("POST", shared.plugin_path(page, route), json=params)
+
+    def lease(self, page: str, ttl: float) -> AsyncLease:
+        """`async with client.lease("main", ttl=60) as lease: await lease.call(...)`."""
+        return AsyncLease(self, page, ttl)
+
+    async def start_job(
+        self,
+        page: str,
+        route: str,
+        params: dict[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        callback: str | None = None,
+        idempotency_key: str | None = None,
+        lease: str | None = None,
+    ) -> AsyncJob:
+        headers = {**shared.job_headers(ttl, callback, idempotency_key), **shared.lease_header(lease)}
+        started = await self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
+        return AsyncJob(self, started["job_id"], started)
+
+    def job(self, job_id: str) -> AsyncJob:
+        return AsyncJob(self, job_id)
+
+    async def jobs(
+        self,
+        *,
+        state: str | None = None,
+        page_id: str | None = None,
+        plugin: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Answer]:
+        params = shared.job_list_params(state, page_id, plugin, limit)
+        while True:
+            answer = await self.request("GET", "/jobs", params=params)
+            for job in answer["jobs"]:
+                yield job
+            if not answer["next"]:
+                return
+            params["cursor"] = answer["next"]
+
+    def events(self, *, job: str | None = None, page: str | None = None) -> AsyncEventStream:
+        """`async with client.events(job=...) as events: async for event in events: ...`."""
+        if self.events_url is None:
+            raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
+        return AsyncEventStream(shared.events_url(self.events_url, job, page), shared.authorization(self.key))
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncPenelope:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+class AsyncLease:
+    """`Lease` for asyncio: renewed by a task while the `async with` block runs."""
+
+    def __init__(self, client: AsyncPenelope, page: str, ttl: float) -> None:
+        self.client = client
+        self.page_id = page
+        self.ttl = ttl
+        self.id: str | None = None
+        self.lost: PenelopeError | None = None
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def _path(self) -> str:
+        return f"/{shared.segment(self.page_id)}/lease"
+
+    async def take(self) -> Answer:
+        answer = await self.client.request(
+            "POST", self._path, json={"ttl": self.ttl}, headers=shared.lease_header(self.id)
+        )
+        self.id = answer["lease"]
+        return answer
+
+    async def renew(self, ttl: float | None = None) -> Answer:
+        if ttl is not None:
+            self.ttl = ttl
+        return await self.take()
+
+    async def release(self) -> Answer:
+        return await self.client.request("DELETE", self._path, headers=shared.lease_header(self.id))
+
+    async def call(self, route: str, /, **params: Any) -> Answer:
+        path = shared.plugin_path(self.page_id, route)
+        return await self.client.request("POST", path, json=params, headers=shared.lease_header(self.id))
+
+    async def start_job(
+        self,
+        route: str,
+        params: dict[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        callback: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AsyncJob:
+        return await self.client.start_job(
+            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id
+        )
+
+    async def _renew_until_stopped(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl * shared.RENEW_FRACTION)
+            try:
+                await self.renew()
+            except PenelopeError as error:
+                self.lost = error
+                return
+            except httpx.TransportError:
+                continue
+
+    async def __aenter__(self) -> AsyncLease:
+        await self.take()
+        self._renewer = asyncio.create_task(self._renew_until_stopped())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            await asyncio.gather(self._renewer, return_exceptions=True)
+        try:
+            await self.release()
+        except (Leased, NotFound):
+            pass
+
+
+class AsyncJob:
+    """`Job` for asyncio."""
+
+    def __init__(self, client: AsyncPenelope, job_id: str, started: Answer | None = None) -> None:
+        self.client = client
+        self.id = job_id
+        self.started: Answer = started or {}
+
+    def __repr__(self) -> str:
+        return f"<AsyncJob {self.id}>"
+
+    @property
+    def _path(self) -> str:
+        return f"/jobs/{shared.segment(self.id)}"
+
+    async def poll(self) -> Answer:
+        return await self.client.request("GET", self._path)
+
+    async def wait(self, timeout: float | None = None) -> Answer:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff, most = shared.POLL_BACKOFF_S
+        while True:
+            left = shared.LONG_POLL_S if deadline is None else deadline - time.monotonic()
+            wait = shared.wait_value(left)
+            if wait is None:
+                return await self.poll()
+            try:
+                job = await self.client.request(
+                    "GET", self._path, params={"wait": wait}, timeout=shared.long_poll_timeout(wait)
+                )
+            except Unavailable:
+                job = await self.poll()
+                if job["state"] == "running":
+                    await asyncio.sleep(min(backoff, max(left, 0)))
+                    backoff = min(backoff * 2, most)
+            if job["state"] != "running":
+                return job
+
+    async def cancel(self) -> Answer:
+        return await self.client.request("POST", self._path + "/cancel")
+
+    async def forget(self) -> None:
+        await self.client.request("DELETE", self._path)

@@ -1,0 +1,247 @@
+"""`Penelope`: one worker's API, synchronous. `AsyncPenelope` (aio.py) is its twin."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from penelope_client import _shared as shared
+from penelope_client._shared import Answer
+from penelope_client.errors import Leased, NotFound, PenelopeError, Unavailable
+from penelope_client.events import EventStream
+
+
+class Penelope:
+    """A client of one worker: `Penelope("http://127.0.0.1:5000", key)`.
+
+    Every method answers the worker's answer (a dict), or raises the
+    PenelopeError its status stands for. A network failure is httpx's own
+    error (httpx.TransportError)."""
+
+    def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):
+        self.base_url = shared.api_root(base_url)
+        self.key = key
+        # Where `events()` connects; None where there is no socket (through the waker).
+        self.events_url: str | None = self.base_url
+        self.http = httpx.Client(
+            base_url=self.base_url + shared.API,
+            headers=shared.authorization(key),
+            timeout=shared.http_timeout(timeout),
+        )
+
+    def request(self, method: str, path: str, **options: Any) -> Answer:
+        """Any route under /api/v1 (`options` as httpx takes them): its answer, or its error."""
+        return shared.answer_of(self.http.request(method, path, **options))
+
+    def health(self) -> Answer:
+        return self.request("GET", "/health")
+
+    def pages(self) -> Answer:
+        return self.request("GET", "/pages")
+
+    def open_page(self, page_id: str) -> Answer:
+        return self.request("POST", "/pages", json={"page_id": page_id})
+
+    def close_page(self, page_id: str) -> Answer:
+        return self.request("DELETE", f"/{shared.segment(page_id)}")
+
+    def call(self, page: str, route: str, /, **params: Any) -> Answer:
+        """Run a plugin action ("family/action") on a page and answer its answer."""
+        return self.request("POST", shared.plugin_path(page, route), json=params)
+
+    def lease(self, page: str, ttl: float) -> Lease:
+        """`with client.lease("main", ttl=60) as lease: lease.call(...)`: see Lease."""
+        return Lease(self, page, ttl)
+
+    def start_job(
+        self,
+        page: str,
+        route: str,
+        params: dict[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        callback: str | None = None,
+        idempotency_key: str | None = None,
+        lease: str | None = None,
+    ) -> Job:
+        """Start a plugin action as a job: held `ttl` seconds after it ends for
+        polling, or POSTed to `callback` when it ends (one of the two)."""
+        headers = {**shared.job_headers(ttl, callback, idempotency_key), **shared.lease_header(lease)}
+        started = self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
+        return Job(self, started["job_id"], started)
+
+    def job(self, job_id: str) -> Job:
+        """A job known by its id (started earlier, or by another client)."""
+        return Job(self, job_id)
+
+    def jobs(
+        self,
+        *,
+        state: str | None = None,
+        page_id: str | None = None,
+        plugin: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Answer]:
+        """Every job held, newest first, as the job list shows them (no `result`),
+        fetched `limit` (1 to 200, the worker's default 50) at a time."""
+        params = shared.job_list_params(state, page_id, plugin, limit)
+        while True:
+            answer = self.request("GET", "/jobs", params=params)
+            yield from answer["jobs"]
+            if not answer["next"]:
+                return
+            params["cursor"] = answer["next"]
+
+    def events(self, *, job: str | None = None, page: str | None = None) -> EventStream:
+        """The live event stream, only one job's events or one page's if asked:
+        `with client.events(page="main") as events: for event in events: ...`."""
+        if self.events_url is None:
+            raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
+        return EventStream(shared.events_url(self.events_url, job, page), shared.authorization(self.key))
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Penelope:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Lease:
+    """A lease on one page, taken as the `with` block starts, renewed in the
+    background while it runs (a third of `ttl` after each renewal) and released
+    when it ends, even on an error. Calls made through it carry `X-Lease`."""
+
+    def __init__(self, client: Penelope, page: str, ttl: float) -> None:
+        self.client = client
+        self.page_id = page
+        self.ttl = ttl
+        self.id: str | None = None
+        # The error that ended the renewals (the lease was lost), or None.
+        self.lost: PenelopeError | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    @property
+    def _path(self) -> str:
+        return f"/{shared.segment(self.page_id)}/lease"
+
+    def take(self) -> Answer:
+        """Take the lease, or renew it when it is held already (the same id)."""
+        answer = self.client.request("POST", self._path, json={"ttl": self.ttl}, headers=shared.lease_header(self.id))
+        self.id = answer["lease"]
+        return answer
+
+    def renew(self, ttl: float | None = None) -> Answer:
+        """Renew now, for `ttl` seconds from now (the same ttl again if not given)."""
+        if ttl is not None:
+            self.ttl = ttl
+        return self.take()
+
+    def release(self) -> Answer:
+        return self.client.request("DELETE", self._path, headers=shared.lease_header(self.id))
+
+    def call(self, route: str, /, **params: Any) -> Answer:
+        path = shared.plugin_path(self.page_id, route)
+        return self.client.request("POST", path, json=params, headers=shared.lease_header(self.id))
+
+    def start_job(
+        self,
+        route: str,
+        params: dict[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        callback: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        return self.client.start_job(
+            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id
+        )
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(self.ttl * shared.RENEW_FRACTION):
+            try:
+                self.renew()
+            except PenelopeError as error:  # gone (expired, broken, the worker restarted): calls will say 423
+                self.lost = error
+                return
+            except httpx.TransportError:  # a network blip: the next turn tries again
+                continue
+
+    def __enter__(self) -> Lease:
+        self.take()
+        self._renewer = threading.Thread(target=self._renew_until_stopped, name=f"lease {self.page_id}", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        try:
+            self.release()
+        except (Leased, NotFound):  # expired, broken, or its page closed: released either way
+            pass
+
+
+class Job:
+    """A job on the worker: `poll()` and `wait()` answer it as a poll shows it
+    (`state`, `status`, `result`, ...); `started` is the answer that started it."""
+
+    def __init__(self, client: Penelope, job_id: str, started: Answer | None = None) -> None:
+        self.client = client
+        self.id = job_id
+        self.started: Answer = started or {}
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id}>"
+
+    @property
+    def _path(self) -> str:
+        return f"/jobs/{shared.segment(self.id)}"
+
+    def poll(self) -> Answer:
+        return self.client.request("GET", self._path)
+
+    def wait(self, timeout: float | None = None) -> Answer:
+        """The job once it has ended, or as it is when `timeout` seconds have
+        passed (`state` still `running`); None waits as long as it runs. Each
+        request is a long-poll of at most 60 s, which the worker answers the
+        moment the job ends."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff, most = shared.POLL_BACKOFF_S
+        while True:
+            left = shared.LONG_POLL_S if deadline is None else deadline - time.monotonic()
+            wait = shared.wait_value(left)
+            if wait is None:
+                return self.poll()
+            try:
+                job = self.client.request(
+                    "GET", self._path, params={"wait": wait}, timeout=shared.long_poll_timeout(wait)
+                )
+            except Unavailable:  # MAX_WAITERS long-polls wait already: poll plainly for a while
+                job = self.poll()
+                if job["state"] == "running":
+                    time.sleep(min(backoff, max(left, 0)))
+                    backoff = min(backoff * 2, most)
+            if job["state"] != "running":
+                return job
+
+    def cancel(self) -> Answer:
+        """Stop it; answers the job, `cancelled`, once its plugin has stopped."""
+        return self.client.request("POST", self._path + "/cancel")
+
+    def forget(self) -> None:
+        """Delete an ended job and its files now, rather than at its ttl."""
+        self.client.request("DELETE", self._path)
