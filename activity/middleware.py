@@ -4,7 +4,12 @@ Async-native and on the event loop: a request pays no thread hop here, and
 the log row is appended to an in-memory buffer. Only requests that carry
 the key count: the others are refused by the view's authentication class
 (core/auth.py) and cost neither activity nor a log row, so a client without
-the key can neither keep a sleepy worker awake nor write to its store."""
+the key can neither keep a sleepy worker awake nor write to its store.
+
+Each request's end is also the metrics' one hook for requests
+(`core.metrics.observe_request`): counted under its route, the request log's
+name for it, and its status. Job polls count there too, though the log
+leaves them out."""
 
 from __future__ import annotations
 
@@ -17,15 +22,24 @@ from django.http import HttpRequest, HttpResponse
 
 from activity import log as request_log
 from activity.tracker import tracker
+from core import metrics
 from core.api import API_PREFIX
 from core.auth import key_matches
+from plugins.framework import find_action
+from plugins.primitives import primitives
 
 HEALTH_PATH = API_PREFIX + "health"
 ACTIVITY_PATH = API_PREFIX + "activity"
 WORKLOAD_PATH = API_PREFIX + "workload"
-# The waker's reads. Counting them as activity would keep a sleepy worker
-# awake forever, and logging them would fill the log with the waker itself.
-MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH})
+METRICS_PATH = API_PREFIX + "metrics"
+# The waker's reads, and a metrics scraper's. Counting them as activity would
+# keep a sleepy worker awake forever, and logging them would fill the log
+# with the readers themselves.
+MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH})
+# The metrics' route for a plugin action or a primitive the worker does not
+# have: a client can put anything in a URL, and a label takes a bounded set.
+UNKNOWN_PLUGIN = "plugin/(unknown)"
+UNKNOWN_PRIMITIVE = "primitive/(unknown)"
 JOBS_PATH = API_PREFIX + "jobs"
 # The status logged for a request whose client went away before its answer
 # (nginx's convention).
@@ -51,6 +65,19 @@ def route_of(request: HttpRequest) -> str:
     if match.url_name == "primitive":
         return f"primitive/{match.kwargs['name'][:64]}"
     return match.route.removeprefix(API_PREFIX.lstrip("/"))
+
+
+def metrics_route(request: HttpRequest, route: str) -> str:
+    """`route` as the metrics label it: unknown actions and primitives as one
+    route each, so the label's values are bounded by the worker's own."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return route
+    if match.url_name == "plugin" and find_action(match.kwargs["family"], match.kwargs["action"]) is None:
+        return UNKNOWN_PLUGIN
+    if match.url_name == "primitive" and match.kwargs["name"] not in primitives.actions:
+        return UNKNOWN_PRIMITIVE
+    return route
 
 
 def logged_path(request: HttpRequest) -> str:
@@ -112,16 +139,22 @@ class ApiGateMiddleware:
             ended = True
             tracker.requests_in_flight -= 1
             tracker.touch()
+            duration_s = time.perf_counter() - began
+            if not (logged or metrics.ENABLED):
+                return
+            route = route_of(request)
+            if metrics.ENABLED:
+                metrics.observe_request(metrics_route(request, route), status, duration_s)
             if logged:
                 match = getattr(request, "resolver_match", None)
                 request_log.record(
                     method=request.method or "",
-                    route=route_of(request),
+                    route=route,
                     path=logged_path(request),
                     page_id=match.kwargs.get("page_id") if match else None,
                     status=status,
                     started_at=started_at,
-                    duration_ms=(time.perf_counter() - began) * 1000,
+                    duration_ms=duration_s * 1000,
                 )
 
         return end

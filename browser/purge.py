@@ -22,6 +22,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError
 
 from browser.pages import ManagedPage, PageRegistry, registry
+from core import metrics
 
 log = logging.getLogger("penelope.purge")
 
@@ -101,6 +102,7 @@ async def _purge(pages: PageRegistry) -> PurgeReport:
             report.browser_caches_cleared = await _run_steps(browser.context, first, BROWSER_STEPS) is None
     report.memory_after = await browser.memory()
     report.duration_ms = (time.monotonic() - began) * 1000
+    metrics.purged()
     return report
 
 

@@ -149,7 +149,7 @@ class Browser:
 
     async def memory(self) -> dict[str, int]:
         """The browser's processes' resident memory, in bytes (Linux /proc)."""
-        return {"rss_bytes": sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))}
+        return {"rss_bytes": resident_bytes()}
 
     async def close(self) -> None:
         started = self.context is not None
@@ -164,6 +164,13 @@ class Browser:
             self._playwright = None
         if started:
             log.info("browser closed")
+
+
+def resident_bytes() -> int:
+    """The resident memory of the worker's browser processes, in bytes (Linux
+    /proc): a read of every process's stat, so callers off the loop may prefer
+    a thread."""
+    return sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
 
 
 def _descendants(root: int) -> list[int]:

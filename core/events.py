@@ -7,7 +7,8 @@ event loop, and everything that listens runs on that loop, so nothing has to
 leave the process (docs/design/EVENTS.md says when a shared layer would be
 needed). Publishing never blocks: `publish` is a plain function, callable
 from any code on the loop, and the message reaches every listener in the
-order it was published.
+order it was published. Each event is also shown to the metrics
+(`core.metrics.on_event`), which count jobs started and ended.
 
 A message is a dict: `type` (channels' dispatch key, always `bus.event`),
 `event` (e.g. `job.ended`), `at` (epoch seconds), `page_id`, `job_id`, any
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+from core import metrics
 
 GROUP = "penelope.events"
 MESSAGE_TYPE = "bus.event"
@@ -58,6 +61,7 @@ def publish(
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
+    metrics.on_event(event, fields)
     at = time.time()
     message = {"type": MESSAGE_TYPE, "event": event, "at": at, "page_id": page_id, "job_id": job_id, **fields}
     if watchers.sockets:

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from activity.tracker import tracker
-from core import events
+from core import events, metrics
 from core.db_thread import on_db_thread, persist
 from core.tasks import spawn
 from jobs import claims
@@ -50,6 +50,7 @@ class Attempt:
     url: str
     number: int
     body: bytes
+    finished_at: float | None = None  # the job's end: a delivery's latency runs from it
 
 
 def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]:
@@ -65,7 +66,7 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
             if number is None:
                 continue  # another deliverer took it first
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
-            attempts.append(Attempt(job.id, job.page_id, job.callback, number, body))
+            attempts.append(Attempt(job.id, job.page_id, job.callback, number, body, job.finished_at))
     return attempts
 
 
@@ -191,6 +192,8 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
         what=f"webhook {attempt.job_id} attempt {attempt.number}'s outcome",
     )
     log.info("webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, attempt.url, outcome, error or status_code)
+    delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
+    metrics.webhook_attempt(outcome, duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
     if outcome != DeliveryAttempt.Outcome.RETRY:
         tracker.touch()  # the job stops counting: the idle clock starts now
         events.publish(

@@ -24,12 +24,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage, registry
-from core import events
+from core import events, metrics
 from core.api import ApiError, error_body
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
@@ -519,6 +519,14 @@ def counts() -> tuple[int, int]:
     return Job.objects.running().count(), Job.objects.webhooks_pending().count()
 
 
+def held_by_state(now: float) -> dict[str, int]:
+    """The jobs held (those that count against MAX_JOBS), by state: the metrics' gauge."""
+    held = {state: 0 for state in Job.State.values}
+    for row in Job.objects.held(now).order_by().values("state").annotate(count=Count("id")):
+        held[row["state"]] = row["count"]
+    return held
+
+
 # --- recovery and sweeps ------------------------------------------------------------
 # Each runs in batches of BATCH_ROWS, one short transaction each, with the
 # files unlinked after the commit that drops their rows.
@@ -565,6 +573,7 @@ async def arecover(now: float | None = None) -> dict[str, int]:
 
 
 def log_recovery(counts: dict[str, int]) -> None:
+    metrics.jobs_interrupted(counts["interrupted"])
     if counts["interrupted"] or counts["expired"]:
         log.info("recovery: %d jobs interrupted, %d past their deadline deleted", counts["interrupted"], counts["expired"])
 

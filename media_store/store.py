@@ -19,6 +19,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Sum
 
 from core.api import ApiError
 from core.db_thread import BATCH_ROWS, drain, on_db_thread
@@ -138,6 +139,12 @@ def unlink(names: Iterable[str]) -> None:
     directory = media_dir()
     for name in names:
         (directory / name).unlink(missing_ok=True)
+
+
+def totals() -> tuple[int, int]:
+    """(files, bytes) on disk: every row, held, linked or waiting for the sweep."""
+    found = MediaFile.objects.aggregate(files=Count("id"), size=Sum("size"))
+    return found["files"], found["size"] or 0
 
 
 def find_available(token: str, now: float | None = None) -> MediaFile | None:

@@ -128,6 +128,11 @@ MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # have queued for a client that reads slowly before the oldest are dropped.
 MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
 EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+# Prometheus metrics at /api/v1/metrics (core/metrics.py). On by default; off,
+# every hook that counts is a no-op and the route answers 404.
+METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
+# Opens /api/v1/metrics without the key, for a scraper inside a private network.
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
 
 # The job event bus (core/events.py): channels' in-memory layer, for a worker
 # is one process. Every listener drains its channel as events arrive; the

@@ -1,6 +1,6 @@
 """Routes, and the wiring between the apps: the plugin route is given the
-jobs' starter and the activity route the jobs' counts, so neither app imports
-the jobs app. Everything under /api/v1 answers with the envelope, errors included."""
+jobs' starter, the activity route the jobs' counts and the metrics route the
+jobs held, so neither app imports the jobs app. Everything under /api/v1 answers with the envelope, errors included."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 
+from activity.metrics import MetricsView
 from activity.views import ActivityView, HealthView, WorkloadView
 from browser.views import Lease, PageDetail, Pages, Purge
 from core.api import API_PREFIX, internal_error
@@ -25,6 +26,7 @@ urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
     path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_service.counts)), name="activity"),
     path(api + "workload", WorkloadView.as_view(), name="workload"),
+    path(api + "metrics", MetricsView.as_view(jobs_held=job_service.held_by_state), name="metrics"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),

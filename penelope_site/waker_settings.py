@@ -30,6 +30,8 @@ WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
 WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
 # How long a worker has to stop after SIGTERM before it gets SIGKILL.
 WAKER_STOP_GRACE_S = env_float("WAKER_STOP_GRACE_S", 30)
+# Opens the waker's /api/v1/metrics without WAKER_KEY, for a scraper inside a private network.
+WAKER_METRICS_PUBLIC = env_bool("WAKER_METRICS_PUBLIC", False)
 # What each worker is started with (a child's DJANGO_SETTINGS_MODULE).
 WORKER_SETTINGS_MODULE = "penelope_site.settings"
 

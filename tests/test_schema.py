@@ -201,6 +201,9 @@ def test_pages_leases_and_the_small_routes_conform(worker: WorkerProcess, api: h
     assert conforms("GET", "/api/v1/workload", api.get("/workload")).status_code == 200
     assert conforms("GET", "/api/v1/workload", api.get("/workload", params={"window_s": "-1"})).status_code == 400
     assert conforms("POST", "/api/v1/purge", api.post("/purge")).status_code == 200
+    metrics = conforms("GET", "/api/v1/metrics", api.get("/metrics"))
+    assert metrics.status_code == 200 and metrics.headers["Content-Type"].startswith("text/plain")
+    assert conforms("GET", "/api/v1/metrics", httpx.get(worker.base_url + "/api/v1/metrics")).status_code == 401
 
     pages, page = "/api/v1/pages", "/api/v1/{page_id}"
     assert conforms("GET", pages, api.get("/pages")).status_code == 200

@@ -4,7 +4,9 @@
 
 Everything here runs on the waker's one event loop, so a state change with no
 `await` between its check and its write cannot interleave with another. The
-waker knows a worker only through its process and its HTTP API.
+waker knows a worker only through its process and its HTTP API. Each start,
+stop and recycle is counted for the waker's metrics (waker/metrics.py) where
+it is decided.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from waker import metrics, readings
 from waker import process as processes
-from waker import readings
 from waker.personas import ALWAYS, SLEEPY, Persona
 from waker.policy import Activity, retry_delay, stop_due
 from waker.process import Child, StartFailed
@@ -130,6 +132,7 @@ class PersonaWorker:
         persona = self.persona
         self.state = STARTING
         child: Child | None = None
+        began = time.monotonic()
         try:
             process = await processes.spawn(persona, self.log_path)
             child = self.child = Child(process)
@@ -138,10 +141,12 @@ class PersonaWorker:
             if self.closing:
                 raise StartFailed("The waker is stopping.")
         except BaseException:
+            metrics.wake_failed(persona.name)
             if child is not None:
                 await self._terminate(child)
             self._mark_stopped()
             raise
+        metrics.woke(persona.name, time.monotonic() - began)
         self.state = RUNNING
         self.started_at = time.time()
         self.running_since = time.monotonic()
@@ -188,6 +193,7 @@ class PersonaWorker:
                     self.child.process.pid,
                     ", forced" if force else "",
                 )
+                metrics.stopped(self.persona.name, "asked")
                 await self._terminate(self.child)
 
     async def _terminate(self, child: Child) -> None:
@@ -241,6 +247,7 @@ class PersonaWorker:
                 await asyncio.shield(self._start_attempt)
         if self.child is not None:
             log.info("persona %s: stopping worker %d (the waker stops)", self.persona.name, self.child.process.pid)
+            metrics.stopped(self.persona.name, "waker")
             await self._terminate(self.child)
 
     # --- the policy ----------------------------------------------------------------
@@ -289,6 +296,7 @@ class PersonaWorker:
                     activity.idle_seconds,
                     self.child.process.pid,
                 )
+                metrics.stopped(self.persona.name, "idle")
             else:
                 log.info(
                     "persona %s: recycling worker %d after %.0f s",
@@ -296,6 +304,7 @@ class PersonaWorker:
                     self.child.process.pid,
                     time.monotonic() - self.running_since,
                 )
+                metrics.recycled(self.persona.name)
             await self._terminate(self.child)
         if self.persona.mode == ALWAYS:
             await self._start_always()
@@ -359,6 +368,7 @@ class Supervisor:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
         )
         self.workers = {persona.name: PersonaWorker(persona, self.http) for persona in personas}
+        metrics.known(self.workers)
         self._tasks: list[asyncio.Task[None]] = []
 
     def get(self, name: str) -> PersonaWorker | None:

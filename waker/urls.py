@@ -18,6 +18,7 @@ urlpatterns = [
     path(api + "personas/<str:name>/start", views.start, name="waker-start"),
     path(api + "personas/<str:name>/stop", views.stop, name="waker-stop"),
     path(api + "personas/<str:name>/workload", views.workload, name="waker-workload"),
+    path(api + "metrics", views.metrics, name="waker-metrics"),
 ]
 
 

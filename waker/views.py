@@ -1,13 +1,15 @@
-"""The waker's API: the personas and their state, start, stop, and workload."""
+"""The waker's API: the personas and their state, start, stop, workload, and metrics."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from rest_framework import serializers
 
+from waker import metrics as waker_metrics
 from waker.api import WakerError, json_response, read_json_body, waker_view
 from waker.supervisor import PersonaWorker, StartFailed, WorkInFlight, current
 
@@ -94,3 +96,11 @@ async def workload(request: HttpRequest, name: str) -> HttpResponse:
         except (httpx.HTTPError, ValueError) as error:
             raise WakerError(502, f"Persona {name}'s worker did not answer: {error.__class__.__name__}.") from None
     return json_response({**body, "persona": name}, status=answer.status_code)
+
+
+@waker_view("GET", key_required=not settings.WAKER_METRICS_PUBLIC)
+async def metrics(request: HttpRequest) -> HttpResponse:
+    """The waker's metrics in the Prometheus text format: personas by state,
+    wakes and their latency, stops and recycles."""
+    body = waker_metrics.render(current().workers.values())
+    return HttpResponse(body, content_type=waker_metrics.CONTENT_TYPE)
