@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
@@ -33,6 +34,7 @@ class EventStream:
         self.url = url
         self.headers = headers
         self.socket: Any = None
+        self._closing = ExitStack()
 
     def open(self) -> EventStream:
         """Connect now (iterating connects too): events that happen from here on reach it."""
@@ -40,7 +42,8 @@ class EventStream:
 
         if self.socket is None:
             try:
-                self.socket = connect(self.url, additional_headers=self.headers)
+                # As a context manager, as websockets 17 asks, whichever version is installed.
+                self.socket = self._closing.enter_context(connect(self.url, additional_headers=self.headers))
             except InvalidStatus as error:
                 raise _refused(error) from None
         return self
@@ -50,8 +53,7 @@ class EventStream:
         return json.loads(self.open().socket.recv(timeout))
 
     def close(self) -> None:
-        if self.socket is not None:
-            self.socket.close()
+        self._closing.close()
 
     def __iter__(self) -> EventStream:
         return self
