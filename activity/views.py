@@ -16,6 +16,7 @@ from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import registry
 from core.api import ApiError
+from core.awake import must_stay_awake
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
 from core.schema import operation
@@ -36,6 +37,15 @@ class Activity(Success):
     last_activity_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null before the first request.")
     idle_seconds = serializers.FloatField(min_value=0, help_text="0 while a request, job or webhook is in flight.")
     busy_pages = serializers.ListField(child=serializers.CharField())
+    stay_awake = serializers.IntegerField(
+        min_value=0,
+        max_value=1,
+        help_text=(
+            "1 while the worker must stay awake: a request or a job in flight, a webhook job waiting for "
+            "delivery, or idle for less than IDLE_TIMEOUT_S; else 0. The waker's stop rule; KEDA's "
+            "metrics-api scaler reads it (valueLocation `stay_awake`)."
+        ),
+    )
 
 
 class Durations(serializers.Serializer):
@@ -103,6 +113,7 @@ class ActivityView(ApiView):
         now = time.time()
         jobs_in_flight, webhooks_pending = await self.job_counts()
         working = tracker.requests_in_flight or jobs_in_flight or webhooks_pending
+        idle_seconds = 0.0 if working else round(tracker.idle_seconds(now), 3)
         return answer(
             Activity,
             {
@@ -114,8 +125,17 @@ class ActivityView(ApiView):
                 "last_activity_at": tracker.last_activity_at or None,
                 # A worker with work in flight is not idle, however long ago the
                 # work began.
-                "idle_seconds": 0.0 if working else round(tracker.idle_seconds(now), 3),
+                "idle_seconds": idle_seconds,
                 "busy_pages": [name for name, page in registry.pages.items() if page.busy],
+                "stay_awake": int(
+                    must_stay_awake(
+                        requests_in_flight=tracker.requests_in_flight,
+                        jobs_in_flight=jobs_in_flight,
+                        webhooks_pending=webhooks_pending,
+                        idle_seconds=idle_seconds,
+                        idle_timeout_s=settings.IDLE_TIMEOUT_S,
+                    )
+                ),
             },
         )
 

@@ -122,8 +122,8 @@ class Browser:
             profile.mkdir(parents=True, exist_ok=True)
             clear_stale_profile_lock(profile)
             args = list(CHROMIUM_ARGS)
-            if os.geteuid() == 0:
-                args.append("--no-sandbox")  # Chromium refuses to sandbox as root
+            if not settings.CHROMIUM_SANDBOX:
+                args.append("--no-sandbox")  # off by default as root, where Chromium refuses to sandbox
             self.context = await asyncio.wait_for(
                 self._playwright.chromium.launch_persistent_context(
                     str(profile),

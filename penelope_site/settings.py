@@ -79,6 +79,10 @@ PENELOPE_PORT = env_int("PENELOPE_PORT", 5000)
 PENELOPE_BROWSER = env_str("PENELOPE_BROWSER")
 PENELOPE_PROXY = env_str("PENELOPE_PROXY")
 PENELOPE_HEADLESS = env_bool("PENELOPE_HEADLESS", True)
+# Chromium's sandbox. Chromium refuses it as root; a non-root user in a
+# container usually has no user namespaces for it, so the Containerfile turns
+# it off (docs/guides/SCALING.md says what that gives up).
+CHROMIUM_SANDBOX = env_bool("CHROMIUM_SANDBOX", os.geteuid() != 0)
 PENELOPE_PLUGINS = [
     name.strip()
     for name in env_str("PENELOPE_PLUGINS", "plugins.web,plugins.demo").split(",")
@@ -87,6 +91,10 @@ PENELOPE_PLUGINS = [
 PENELOPE_DEMO = env_bool("PENELOPE_DEMO", True)
 
 MAX_PAGES = env_int("MAX_PAGES", 8)
+# How long the worker says it must stay awake with nothing in flight
+# (`stay_awake` in GET /api/v1/activity, core/awake.py): a persona's
+# `idle_timeout_s`, set per persona by `waker export-kubernetes`.
+IDLE_TIMEOUT_S = env_float("IDLE_TIMEOUT_S", 60)
 MAX_JOBS = env_int("MAX_JOBS", 1000)
 MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.awake import must_stay_awake, work_in_flight
 from waker.personas import SLEEPY
 
 # A failed start of an `always` worker is retried after 1, 2, 4, ... seconds, at most this.
@@ -24,7 +25,11 @@ class Activity:
 
     @property
     def in_flight(self) -> bool:
-        return bool(self.requests_in_flight or self.jobs_in_flight or self.webhooks_pending)
+        return work_in_flight(
+            requests_in_flight=self.requests_in_flight,
+            jobs_in_flight=self.jobs_in_flight,
+            webhooks_pending=self.webhooks_pending,
+        )
 
     def describe(self) -> str:
         return (
@@ -46,7 +51,14 @@ def stop_due(
         # The worker's idle clock starts when its process does, before the
         # browser launch: a worker the waker started gets the whole timeout
         # from the moment it answered, so its first client finds it up.
-        return min(activity.idle_seconds, running_for) >= idle_timeout_s
+        # The rest is the rule the worker's own stay-awake signal applies.
+        return not must_stay_awake(
+            requests_in_flight=activity.requests_in_flight,
+            jobs_in_flight=activity.jobs_in_flight,
+            webhooks_pending=activity.webhooks_pending,
+            idle_seconds=min(activity.idle_seconds, running_for),
+            idle_timeout_s=idle_timeout_s,
+        )
     return running_for >= recycle_s
 
 
