@@ -5,10 +5,11 @@
 Starts a real worker (`manage.py serve`: daphne, real Chromium) on loopback
 with a throwaway store, measures what a user of an async-job API pays (a job's
 start, a poll, a webhook, the same plugin run plainly and as a job, restart
-recovery, sweeps, memory), each beside its reference measured in the same run,
-then RQ on a Redis server as the peer. Prints a table and writes it, with the
-machine, versions and date, to docs/BENCHMARKS.md between the generated-block
-markers (a full run; `--quick` only prints unless given `--out`).
+recovery, sweeps, memory, what the metrics cost a request), each beside its
+reference measured in the same run, then RQ on a Redis server as the peer.
+Prints a table and writes it, with the machine, versions and date, to
+docs/BENCHMARKS.md between the generated-block markers (a full run; `--quick`
+only prints unless given `--out`).
 
 Asserts nothing: a benchmark prints figures. `scripts/bench.sh` sets up the
 machine and runs this.
@@ -188,6 +189,11 @@ class PairedRounds:
     reference: Throughput
     candidate: Throughput
     errors: int  # the candidate's, in all rounds
+    p50_ratios: list[float] = field(default_factory=list)  # each candidate round's p50 over its reference's
+
+    @property
+    def p50_ratio(self) -> float:
+        return statistics.median(self.p50_ratios)
 
     @property
     def ratio(self) -> float:
@@ -200,9 +206,11 @@ class PairedRounds:
             for url in (reference, candidate):
                 rounds[url].append(load.throughput(url, key, concurrency=plan.concurrency,
                                                    seconds=plan.throughput_seconds, client=client_name))
-        ratios = sorted(c.rps / r.rps for r, c in zip(rounds[reference], rounds[candidate], strict=True))
+        pairs = list(zip(rounds[reference], rounds[candidate], strict=True))
+        ratios = sorted(c.rps / r.rps for r, c in pairs)
         median = [sorted(rounds[url], key=lambda r: r.rps)[len(rounds[url]) // 2] for url in (reference, candidate)]
-        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]))
+        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]),
+                   sorted(c.p50 / r.p50 for r, c in pairs))
 
 
 def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
@@ -252,6 +260,47 @@ def floor_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report:
     report.add(Row(f"GET /api/v1/main against the floor, c={c} (median round)", rate(ref), f"floor {bare.rps:,.0f} req/s",
                    f"{ratio:.2f} × (median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.2f}" for r in ratios) + ")",
                    "≥ 0.6 × floor, 0 errors", ratio >= 0.6 and errors == 0))
+
+
+def metrics_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str,
+                  scratch: Path) -> None:
+    """What the metrics cost a request: the reference on this worker (metrics
+    on, the default) against the same route on a worker beside it with
+    METRICS_ENABLED=0, in turn at c=1 and in alternating rounds at c=32, like
+    every pair; then what one scrape takes."""
+    off = WorkerProcess(scratch / "metrics-off", env={"PENELOPE_PLUGINS": PLUGINS, "METRICS_ENABLED": "0"})
+    try:
+        off.start()
+        with off.client() as bare:
+            for _ in range(plan.warmup):
+                bare.get(REFERENCE_ROUTE).raise_for_status()
+            assert bare.get("/metrics").status_code == 404, "the worker beside this one should have its metrics off"
+            without, with_metrics = [], []
+            for _ in range(plan.c1_requests):
+                elapsed, response = load.timed_ms(lambda: bare.get(REFERENCE_ROUTE))
+                assert response.status_code == 200, response.text
+                without.append(elapsed)
+                elapsed, response = load.timed_ms(lambda: client.get(REFERENCE_ROUTE))
+                assert response.status_code == 200, response.text
+                with_metrics.append(elapsed)
+        off_c1, on_c1 = Latency.of(without), Latency.of(with_metrics)
+        report.add(Row("GET /api/v1/main with metrics on, c=1", lat(on_c1), f"metrics off p50 {ms(off_c1.p50)}",
+                       f"{on_c1.p50 / off_c1.p50:.3f} ×", "(no target)"))
+        paired = PairedRounds.run(worker.key, plan, client_name, reference=off.base_url + "/api/v1" + REFERENCE_ROUTE,
+                                  candidate=worker.base_url + "/api/v1" + REFERENCE_ROUTE)
+    finally:
+        off.stop()
+    ratios, ratio, metrics_off, metrics_on = paired.p50_ratios, paired.p50_ratio, paired.reference, paired.candidate
+    report.add(Row(f"GET /api/v1/main with metrics on, c={plan.concurrency} (median round)", rate(metrics_on),
+                   f"metrics off (METRICS_ENABLED=0): p50 {ms(metrics_off.p50)}, {metrics_off.rps:,.0f} req/s",
+                   f"p50 {ratio:.3f} × (median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.3f}" for r in ratios) + ")",
+                   "p50 ≤ 1.03 × metrics off, 0 errors", ratio <= 1.03 and paired.errors == 0))
+    scrapes = []
+    for _ in range(plan.warmup):
+        elapsed, response = load.timed_ms(lambda: client.get("/metrics"))
+        assert response.status_code == 200, response.text
+        scrapes.append(elapsed)
+    report.add(Row("A scrape: GET /api/v1/metrics, c=1", lat(Latency.of(scrapes)), "", "", "(no target)"))
 
 
 class Floor:
@@ -557,7 +606,7 @@ def machine() -> dict[str, str]:
     }
 
 
-PHASES = ("c1", "throughput", "floor", "webhook", "events", "plugin", "peer", "memory", "store")
+PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "peer", "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -591,6 +640,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print(f"the bare-stack floor, c=1 and c={plan.concurrency} ({client_name})", flush=True)
                 with profiled(pid, profile_dir, "floor"):
                     floor_phase(worker, client, plan, report, client_name)
+            if "metrics" in phases:
+                print(f"metrics on against off, c=1 and c={plan.concurrency} ({client_name})", flush=True)
+                with profiled(pid, profile_dir, "metrics"):
+                    metrics_phase(worker, client, plan, report, client_name, scratch)
             if "webhook" in phases:
                 print("webhooks", flush=True)
                 with profiled(pid, profile_dir, "webhook"):
