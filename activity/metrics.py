@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,14 +60,21 @@ def no_jobs(now: float) -> dict[str, int]:
     return {}
 
 
+async def no_job_counts() -> tuple[int, int]:
+    return 0, 0
+
+
 class WorkerState(Collector):
     """The worker's state as gauges, read at the scrape: the pages live from
     memory (on the loop), the store and the browser's memory as read for it."""
 
-    def __init__(self, store: StoreReading, browser_bytes: int | None, pages: PageRegistry = registry) -> None:
+    def __init__(
+        self, store: StoreReading, browser_bytes: int | None, pages: PageRegistry = registry, stay_awake: bool | None = None
+    ) -> None:
         self.store = store
         self.browser_bytes = browser_bytes
         self.pages = pages
+        self.stay_awake = stay_awake
 
     def collect(self) -> Iterator[Metric]:
         pages = list(self.pages.pages.values())
@@ -94,6 +101,13 @@ class WorkerState(Collector):
         yield GaugeMetricFamily("penelope_media_files", "Media files in the store.", value=self.store.media_files)
         yield GaugeMetricFamily("penelope_media_bytes", "Bytes of the media files in the store.", value=self.store.media_bytes)
         yield GaugeMetricFamily("penelope_browser_up", "1 while the browser runs.", value=int(self.browser_bytes is not None))
+        if self.stay_awake is not None:
+            yield GaugeMetricFamily(
+                "penelope_stay_awake",
+                "1 while the worker must stay awake (a request or a job in flight, a webhook job waiting for "
+                "delivery, idle less than IDLE_TIMEOUT_S), else 0: the activity route's stay_awake.",
+                value=int(self.stay_awake),
+            )
         if self.browser_bytes is not None:
             yield GaugeMetricFamily(
                 "penelope_browser_resident_bytes", "Resident memory of the browser's processes, summed (Linux /proc).",
@@ -105,6 +119,8 @@ class MetricsView(ApiView):
     # Jobs held by state at a moment: given by the URL configuration, read on
     # the database thread.
     jobs_held: Callable[[float], dict[str, int]] = staticmethod(no_jobs)
+    # (jobs running, webhook jobs waiting for delivery), as the activity route's.
+    job_counts: Callable[[], Awaitable[tuple[int, int]]] = staticmethod(no_job_counts)
 
     if settings.METRICS_PUBLIC:  # for a scraper inside a private network
         authentication_classes = ()
@@ -129,10 +145,16 @@ class MetricsView(ApiView):
     async def get(self, request: Any) -> HttpResponse:
         if not metrics.ENABLED:
             raise ApiError(404, METRICS_OFF)
-        store, browser_bytes = await asyncio.gather(
-            on_db_thread(read_store)(self.jobs_held, time.time()), browser_memory()
+        (store, browser_bytes, (jobs_in_flight, webhooks_pending)) = await asyncio.gather(
+            on_db_thread(read_store)(self.jobs_held, time.time()), browser_memory(), self.job_counts()
         )
-        body = metrics.render(WorkerState(store, browser_bytes))
+        stay_awake = tracker.stays_awake(
+            jobs_in_flight=jobs_in_flight,
+            webhooks_pending=webhooks_pending,
+            idle_timeout_s=settings.IDLE_TIMEOUT_S,
+            now=time.time(),
+        )
+        body = metrics.render(WorkerState(store, browser_bytes, stay_awake=stay_awake))
         response = HttpResponse(body, content_type=metrics.CONTENT_TYPE)
         response["Content-Length"] = str(len(body))
         return response

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from core.awake import must_stay_awake
+
 
 @dataclass
 class Tracker:
@@ -22,6 +24,25 @@ class Tracker:
     def idle_seconds(self, now: float | None = None) -> float:
         now = now or time.time()
         return max(0.0, now - (self.last_activity_at or self.started_at or now))
+
+    def idle_now(self, *, jobs_in_flight: int, webhooks_pending: int, now: float) -> float:
+        """The activity route's `idle_seconds`: 0 while work is in flight,
+        however long ago it began, else to the millisecond."""
+        if self.requests_in_flight or jobs_in_flight or webhooks_pending:
+            return 0.0
+        return round(self.idle_seconds(now), 3)
+
+    def stays_awake(self, *, jobs_in_flight: int, webhooks_pending: int, idle_timeout_s: float, now: float) -> bool:
+        """The worker's stay-awake signal (the activity route's `stay_awake`,
+        the metrics' `penelope_stay_awake`): core/awake.py's rule, the waker's,
+        on the idle time the activity route shows."""
+        return must_stay_awake(
+            requests_in_flight=self.requests_in_flight,
+            jobs_in_flight=jobs_in_flight,
+            webhooks_pending=webhooks_pending,
+            idle_seconds=self.idle_now(jobs_in_flight=jobs_in_flight, webhooks_pending=webhooks_pending, now=now),
+            idle_timeout_s=idle_timeout_s,
+        )
 
 
 tracker = Tracker(started_at=time.time())

@@ -16,7 +16,6 @@ from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import registry
 from core.api import ApiError
-from core.awake import must_stay_awake
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
 from core.schema import operation
@@ -112,8 +111,7 @@ class ActivityView(ApiView):
     async def get(self, request: Any) -> HttpResponse:
         now = time.time()
         jobs_in_flight, webhooks_pending = await self.job_counts()
-        working = tracker.requests_in_flight or jobs_in_flight or webhooks_pending
-        idle_seconds = 0.0 if working else round(tracker.idle_seconds(now), 3)
+        counts = {"jobs_in_flight": jobs_in_flight, "webhooks_pending": webhooks_pending}
         return answer(
             Activity,
             {
@@ -123,19 +121,9 @@ class ActivityView(ApiView):
                 "jobs_in_flight": jobs_in_flight,
                 "webhooks_pending": webhooks_pending,
                 "last_activity_at": tracker.last_activity_at or None,
-                # A worker with work in flight is not idle, however long ago the
-                # work began.
-                "idle_seconds": idle_seconds,
+                "idle_seconds": tracker.idle_now(**counts, now=now),
                 "busy_pages": [name for name, page in registry.pages.items() if page.busy],
-                "stay_awake": int(
-                    must_stay_awake(
-                        requests_in_flight=tracker.requests_in_flight,
-                        jobs_in_flight=jobs_in_flight,
-                        webhooks_pending=webhooks_pending,
-                        idle_seconds=idle_seconds,
-                        idle_timeout_s=settings.IDLE_TIMEOUT_S,
-                    )
-                ),
+                "stay_awake": int(tracker.stays_awake(**counts, idle_timeout_s=settings.IDLE_TIMEOUT_S, now=now)),
             },
         )
 

@@ -26,7 +26,7 @@ urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
     path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_service.counts)), name="activity"),
     path(api + "workload", WorkloadView.as_view(), name="workload"),
-    path(api + "metrics", MetricsView.as_view(jobs_held=job_service.held_by_state), name="metrics"),
+    path(api + "metrics", MetricsView.as_view(jobs_held=job_service.held_by_state, job_counts=on_db_thread(job_service.counts)), name="metrics"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),

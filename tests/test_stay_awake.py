@@ -68,6 +68,14 @@ def asleep(api: httpx.Client) -> dict:
     return body
 
 
+def gauge(api: httpx.Client) -> float:
+    """`penelope_stay_awake` in GET /api/v1/metrics (a scrape is not client activity)."""
+    scraped = api.get("/metrics")
+    assert scraped.status_code == 200, scraped.text
+    [value] = [line.split()[1] for line in scraped.text.splitlines() if line.startswith("penelope_stay_awake ")]
+    return float(value)
+
+
 def past_the_timeout(body: dict) -> bool:
     """The last client request is older than the idle timeout: only work in
     flight can keep the worker awake now."""
@@ -120,10 +128,13 @@ def test_a_polling_job_keeps_it_awake_while_it_runs(worker):
             what="the job to outlast the idle timeout",
         )
         assert during["stay_awake"] == 1 and during["requests_in_flight"] == 0
+        # The metrics say the same, from the same rule.
+        assert gauge(api) == 1
         ended = wait_until(lambda: (b := read(api))["jobs_in_flight"] == 0 and b, timeout=15, what="the job's end")
         # The job's end starts the idle clock: awake for the timeout, then not.
         assert ended["stay_awake"] == 1
         asleep(api)
+        assert gauge(api) == 0
         # Its result is held, and reading it does not count as a job in flight.
         job = api.get(f"/jobs/{started.json()['job_id']}").json()
         assert (job["state"], job["status"]) == ("done", 200)
