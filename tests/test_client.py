@@ -402,7 +402,7 @@ async def test_the_async_twin(worker):
             assert (await client.close_page("cl-async"))["closed"] is True
 
 
-def test_the_waker_and_a_persona_client(waker):
+def test_the_waker_and_a_persona_client_sync_and_async(waker):
     with Waker(waker.base_url, waker.key) as wake, wake.persona("cl", PERSONA_KEY) as persona:
         assert wake.health()["personas"] == 1
         (listed,) = wake.personas()["personas"]
@@ -423,8 +423,10 @@ def test_the_waker_and_a_persona_client(waker):
         job.forget()
         with pytest.raises(RuntimeError, match="does not carry event sockets"):
             persona.events()
-        assert wake.stop("cl", force=True)["state"] == "stopped"
 
+        asyncio.run(the_async_waker(waker))  # on the same running worker: no second start
+
+        assert wake.stop("cl", force=True)["state"] == "stopped"
         with Waker(waker.base_url, "not-the-key") as stranger, pytest.raises(Unauthorized):
             stranger.personas()
         with wake.persona("cl", "not-the-key") as intruder, pytest.raises(Unauthorized):
@@ -434,15 +436,19 @@ def test_the_waker_and_a_persona_client(waker):
         assert wake.personas()["personas"][0]["state"] == "stopped"
 
 
-async def test_the_async_waker(waker):
-    async with AsyncWaker(waker.base_url, waker.key) as wake:
+async def the_async_waker(waker: WakerProcess) -> None:
+    async with AsyncWaker(waker.base_url, waker.key) as wake, wake.persona("cl", PERSONA_KEY) as persona:
         assert (await wake.health())["status"] == "ok"
         assert (await wake.start("cl"))["state"] == "running"
-        async with wake.persona("cl", PERSONA_KEY) as persona:
-            assert (await persona.health())["browser"] is True
-            assert (await persona.call("main", "web/state"))["success"] is True
         assert [each["state"] for each in (await wake.personas())["personas"]] == ["running"]
-        assert (await wake.stop("cl", force=True))["state"] == "stopped"
+        assert (await persona.health())["browser"] is True
+        job = await persona.start_job("main", "testing/sleep", {"seconds": 0.5}, ttl=30)
+        with pytest.raises(Busy, match="work in flight"):
+            await wake.stop("cl")
+        assert (await job.wait(10))["result"]["success"] is True
+        await job.forget()
+        with pytest.raises(RuntimeError, match="does not carry event sockets"):
+            persona.events()
 
 
 def test_pip_install_into_a_fresh_venv_and_one_real_call(worker, tmp_path):
@@ -452,12 +458,15 @@ def test_pip_install_into_a_fresh_venv_and_one_real_call(worker, tmp_path):
     source = tmp_path / "client"
     shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     venv = tmp_path / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+    # Without a pip of its own (quicker to make): this pip installs into it.
+    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True)
     if made.returncode != 0:
         pytest.skip(f"no virtual environment can be made here: {made.stderr.strip()[-300:]}")
     python = venv / "bin" / "python"
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", f"{source}[events]"], capture_output=True, text=True
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", f"{source}[events]"],
+        capture_output=True,
+        text=True,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     script = (

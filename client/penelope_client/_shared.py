@@ -3,6 +3,7 @@ an answer. No I/O here, so each twin is only its calls."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -21,7 +22,8 @@ LONG_POLL_MARGIN_S = 30.0
 # A lease is renewed when a third of its ttl has passed: two renewals may fail
 # (a network blip) before it expires.
 RENEW_FRACTION = 1 / 3
-# After a long-poll refused for MAX_WAITERS, poll plainly this often, growing.
+# A long-poll refused (MAX_WAITERS) or answered `running` before its wait was
+# over is tried again after this long, growing: never a loop without a pause.
 POLL_BACKOFF_S = (0.5, 5.0)
 
 Answer = dict[str, Any]
@@ -71,6 +73,12 @@ def wait_value(seconds: float) -> str | None:
     there is no time left for one."""
     seconds = round(min(seconds, LONG_POLL_S), 3)
     return f"{seconds:.3f}" if seconds > 0 else None
+
+
+def answered_early(asked_at: float, wait: str) -> bool:
+    """Whether a long-poll answered well before its `wait` ran out, with the job
+    still running: refused, or not held by whatever answered it."""
+    return time.monotonic() - asked_at < 0.9 * float(wait)
 
 
 def job_list_params(state: str | None, page_id: str | None, plugin: str | None, limit: int | None) -> dict[str, str]:

@@ -22,7 +22,7 @@ class AsyncPenelope:
     def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):
         self.base_url = shared.api_root(base_url)
         self.key = key
-        self.events_url: str | None = self.base_url
+        self.events_base: str | None = self.base_url
         self.http = httpx.AsyncClient(
             base_url=self.base_url + shared.API,
             headers=shared.authorization(key),
@@ -88,9 +88,9 @@ class AsyncPenelope:
 
     def events(self, *, job: str | None = None, page: str | None = None) -> AsyncEventStream:
         """`async with client.events(job=...) as events: async for event in events: ...`."""
-        if self.events_url is None:
+        if self.events_base is None:
             raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
-        return AsyncEventStream(shared.events_url(self.events_url, job, page), shared.authorization(self.key))
+        return AsyncEventStream(shared.events_url(self.events_base, job, page), shared.authorization(self.key))
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -205,17 +205,18 @@ class AsyncJob:
             wait = shared.wait_value(left)
             if wait is None:
                 return await self.poll()
+            asked = time.monotonic()
             try:
                 job = await self.client.request(
                     "GET", self._path, params={"wait": wait}, timeout=shared.long_poll_timeout(wait)
                 )
-            except Unavailable:
-                job = await self.poll()
-                if job["state"] == "running":
-                    await asyncio.sleep(min(backoff, max(left, 0)))
-                    backoff = min(backoff * 2, most)
-            if job["state"] != "running":
+            except Unavailable:  # MAX_WAITERS long-polls wait already
+                job = None
+            if job is not None and job["state"] != "running":
                 return job
+            if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
+                await asyncio.sleep(min(backoff, max(left, 0)))
+                backoff = min(backoff * 2, most)
 
     async def cancel(self) -> Answer:
         return await self.client.request("POST", self._path + "/cancel")

@@ -27,7 +27,7 @@ class Penelope:
         self.base_url = shared.api_root(base_url)
         self.key = key
         # Where `events()` connects; None where there is no socket (through the waker).
-        self.events_url: str | None = self.base_url
+        self.events_base: str | None = self.base_url
         self.http = httpx.Client(
             base_url=self.base_url + shared.API,
             headers=shared.authorization(key),
@@ -100,9 +100,9 @@ class Penelope:
     def events(self, *, job: str | None = None, page: str | None = None) -> EventStream:
         """The live event stream, only one job's events or one page's if asked:
         `with client.events(page="main") as events: for event in events: ...`."""
-        if self.events_url is None:
+        if self.events_base is None:
             raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
-        return EventStream(shared.events_url(self.events_url, job, page), shared.authorization(self.key))
+        return EventStream(shared.events_url(self.events_base, job, page), shared.authorization(self.key))
 
     def close(self) -> None:
         self.http.close()
@@ -226,17 +226,18 @@ class Job:
             wait = shared.wait_value(left)
             if wait is None:
                 return self.poll()
+            asked = time.monotonic()
             try:
                 job = self.client.request(
                     "GET", self._path, params={"wait": wait}, timeout=shared.long_poll_timeout(wait)
                 )
-            except Unavailable:  # MAX_WAITERS long-polls wait already: poll plainly for a while
-                job = self.poll()
-                if job["state"] == "running":
-                    time.sleep(min(backoff, max(left, 0)))
-                    backoff = min(backoff * 2, most)
-            if job["state"] != "running":
+            except Unavailable:  # MAX_WAITERS long-polls wait already
+                job = None
+            if job is not None and job["state"] != "running":
                 return job
+            if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
+                time.sleep(min(backoff, max(left, 0)))
+                backoff = min(backoff * 2, most)
 
     def cancel(self) -> Answer:
         """Stop it; answers the job, `cancelled`, once its plugin has stopped."""

@@ -52,7 +52,7 @@ class Waker:
         """A client of the persona's worker through the waker, which starts the
         worker when a call needs it. `key` is the persona's key, not the waker's."""
         client = Penelope(_persona_root(self.base_url, name), key, timeout=timeout)
-        client.events_url = None
+        client.events_base = None
         return client
 
     def close(self) -> None:
@@ -93,7 +93,7 @@ class AsyncWaker:
 
     def persona(self, name: str, key: str | None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S) -> AsyncPenelope:
         client = AsyncPenelope(_persona_root(self.base_url, name), key, timeout=timeout)
-        client.events_url = None
+        client.events_base = None
         return client
 
     async def close(self) -> None:
