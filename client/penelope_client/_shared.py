@@ -19,8 +19,8 @@ DEFAULT_TIMEOUT_S = 360.0
 LONG_POLL_S = 60.0
 # How much longer than its `wait` a long-poll may take before the client gives up on it.
 LONG_POLL_MARGIN_S = 30.0
-# A lease is renewed when a third of its ttl has passed: two renewals may fail
-# (a network blip) before it expires.
+# A lease is renewed each time a third of its ttl has passed: when one renewal
+# fails (a network blip), the next is still in time.
 RENEW_FRACTION = 1 / 3
 # A long-poll refused (MAX_WAITERS) or answered `running` before its wait was
 # over is tried again after this long, growing: never a loop without a pause.
