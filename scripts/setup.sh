@@ -36,6 +36,17 @@ if [ -n "${PENELOPE_BROWSER:-}" ]; then
   step "Chromium: PENELOPE_BROWSER=$PENELOPE_BROWSER"
   exit 0
 fi
+if [ "${PENELOPE_CHROMIUM:-}" = system ]; then
+  # The image (Containerfile), or a host that wants the distribution's
+  # Chromium: no attempt at Playwright's download.
+  if ! has_system_chromium; then
+    step "installing the distribution's chromium package (PENELOPE_CHROMIUM=system)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  fi
+  step "Chromium: the distribution's, $(command -v chromium || command -v chromium-browser)"
+  exit 0
+fi
 if has_playwright_chromium; then
   step "Chromium: Playwright's own"
   exit 0

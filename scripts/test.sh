@@ -5,6 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
+# checkov and kubernetes-validate for tests/test_kubernetes.py, in a venv of
+# their own: they pull many dependencies the worker has no use for.
+if [ ! -x .venv-checks/bin/python ]; then
+  echo "test: creating .venv-checks for the manifests' checks"
+  python3 -m venv .venv-checks
+fi
+.venv-checks/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/checks.txt
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 PENELOPE_STORE="$store" .venv/bin/python -m pytest "$@"

@@ -1,4 +1,7 @@
-"""`python manage.py waker`: run the waker.
+"""`python manage.py waker`: run the waker. `python manage.py waker
+export-kubernetes personas.json --namespace NAME [--output DIR] [--image
+IMAGE]` writes the personas as Kubernetes manifests instead
+(waker/kubernetes.py, docs/guides/SCALING.md).
 
 One process, on its own port and key: it runs a worker (`manage.py serve`)
 per persona as a child process, serves its API and `/w/{persona}/...` with
@@ -17,7 +20,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, write_new_key
+from waker import kubernetes
 from waker.personas import PersonasInvalid, load_personas
+
+EXPORT_KUBERNETES = "export-kubernetes"
 
 log = logging.getLogger("penelope.waker")
 
@@ -42,11 +48,23 @@ class Command(BaseCommand):
     requires_system_checks = ()  # no models, no database: nothing for them to check
 
     def add_arguments(self, parser):
+        # Without an action the command runs the waker, as it always has.
+        parser.add_argument("action", nargs="?", choices=[EXPORT_KUBERNETES], help="export-kubernetes: write manifests")
+        parser.add_argument("personas_file", nargs="?", type=Path, help="export-kubernetes: the personas file")
+        parser.add_argument("--namespace", help="export-kubernetes: the namespace of every resource")
+        parser.add_argument("--output", type=Path, help="export-kubernetes: the overlay's folder (else standard output)")
+        parser.add_argument("--image", default=kubernetes.DEFAULT_IMAGE, help="export-kubernetes: the worker's image")
+        parser.add_argument(
+            "--domain", default=kubernetes.DEFAULT_DOMAIN, help="export-kubernetes: a sleepy persona's host is <name>.DOMAIN"
+        )
         parser.add_argument("--host", default=settings.WAKER_HOST)
         parser.add_argument("--port", type=int, default=settings.WAKER_PORT)
         parser.add_argument("--personas", type=Path, default=settings.WAKER_PERSONAS, help="the personas file")
 
     def handle(self, *args, host: str, port: int, personas: Path, **options):
+        if options["action"] == EXPORT_KUBERNETES:
+            self.export_kubernetes(**options)
+            return
         personas = personas.resolve()
         try:
             check_port_free(host, port, setting="WAKER_PORT")
@@ -79,6 +97,23 @@ class Command(BaseCommand):
             raise CommandError(f"Could not listen on {host}:{port}.")
         log.info("waker stopped")
         sys.stdout.flush()
+
+    def export_kubernetes(
+        self, *, personas_file: Path | None, namespace: str | None, output: Path | None, image: str, domain: str, **options
+    ) -> None:
+        if personas_file is None or not namespace:
+            raise CommandError("export-kubernetes needs the personas file and --namespace NAME.")
+        try:
+            files = kubernetes.export(
+                kubernetes.read_personas(personas_file.resolve()), namespace=namespace, image=image, domain=domain
+            )
+        except PersonasInvalid as error:
+            raise CommandError(str(error)) from None
+        if output is None:
+            self.stdout.write(kubernetes.as_one_stream(files), ending="")
+            return
+        written = kubernetes.write(files, output)
+        self.stderr.write(f"Wrote {len(written)} files to {output} (apply with: kubectl apply -k {output})\n")
 
     def _announce(self, host: str, port: int, personas: Path, count: int) -> None:
         self.stdout.write(f"Penelope waker on http://{host}:{port}/api/v1 ({count} personas from {personas})\n")
