@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -191,6 +192,10 @@ def test_a_request_through_the_waker_wakes_a_stopped_worker_and_gets_its_answer(
         assert [a.status_code for a in answers] == [200] * 4
         assert answers[0].json()["max_pages"] == 3  # the worker's own answer, with the settings it was given
         assert len(waker.workers("doze")) == 1
+        # The worker's own stay_awake counts with the persona's idle timeout.
+        [pid] = waker.workers("doze")
+        environ = (Path("/proc") / str(pid) / "environ").read_bytes().decode().split("\0")
+        assert "IDLE_TIMEOUT_S=600" in environ
         # Methods, bodies, query strings, statuses and headers pass both ways.
         opened = via.post("/pages", json={"page_id": "extra"})
         assert (opened.status_code, opened.json()["page_id"]) == (201, "extra")

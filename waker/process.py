@@ -62,6 +62,8 @@ def worker_env(persona: Persona) -> dict[str, str]:
         "PENELOPE_HOST": WORKER_HOST,
         "PENELOPE_PORT": str(persona.port),
         "PENELOPE_KEY": persona.key,
+        # The worker's own stay_awake (activity, metrics) follows the waker's timeout.
+        "IDLE_TIMEOUT_S": f"{persona.idle_timeout_s:g}",
         "PYTHONUNBUFFERED": "1",
         # The waker's own settings module is in its environment: not the worker's.
         "DJANGO_SETTINGS_MODULE": settings.WORKER_SETTINGS_MODULE,
