@@ -18,7 +18,6 @@ persona's store already holds: nothing here talks to a cluster.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from waker.personas import ALWAYS, SLEEPY, PersonasFileSerializer, PersonasInvalid, _first_error
+from waker.personas import ALWAYS, SLEEPY, PersonasInvalid, checked_personas
 
 BASE_DIR = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes" / "base"
 BASE_NAME = "penelope"
@@ -64,15 +63,6 @@ class ExportedPersona:
 def read_personas(path: Path) -> list[ExportedPersona]:
     """The personas file, checked as the waker checks it (ports and stores
     aside: on a cluster each worker has its own port and volume)."""
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as error:
-        raise PersonasInvalid(f"Cannot read the personas file {path}: {error.strerror}.") from None
-    except ValueError as error:
-        raise PersonasInvalid(f"The personas file {path} is not valid JSON: {error}.") from None
-    checked = PersonasFileSerializer(data=raw)
-    if not checked.is_valid():
-        raise PersonasInvalid(f"The personas file {path} is invalid: {_first_error(checked.errors)}")
     personas = [
         ExportedPersona(
             name=item["name"],
@@ -81,7 +71,7 @@ def read_personas(path: Path) -> list[ExportedPersona]:
             env=dict(item["env"]),
             store=(path.parent / item["store"]).resolve(),
         )
-        for item in checked.validated_data["personas"]
+        for item in checked_personas(path)
     ]
     seen: dict[str, str] = {}
     for persona in personas:

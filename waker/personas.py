@@ -87,10 +87,9 @@ def _positive(value: float) -> float:
     return value
 
 
-def load_personas(path: Path, *, waker_port: int) -> list[Persona]:
-    """Read and check the personas file. Relative store paths are relative to
-    the file's directory. A persona without PENELOPE_KEY in its `env` uses the
-    key in its store, which is generated there when missing."""
+def checked_personas(path: Path) -> list[dict[str, Any]]:
+    """The personas of the file, each checked by PersonaSerializer, or
+    PersonasInvalid with the first thing wrong."""
     try:
         raw = json.loads(path.read_text())
     except OSError as error:
@@ -100,7 +99,14 @@ def load_personas(path: Path, *, waker_port: int) -> list[Persona]:
     checked = PersonasFileSerializer(data=raw)
     if not checked.is_valid():
         raise PersonasInvalid(f"The personas file {path} is invalid: {_first_error(checked.errors)}")
-    personas = [_persona(item, path.parent) for item in checked.validated_data["personas"]]
+    return checked.validated_data["personas"]
+
+
+def load_personas(path: Path, *, waker_port: int) -> list[Persona]:
+    """Read and check the personas file. Relative store paths are relative to
+    the file's directory. A persona without PENELOPE_KEY in its `env` uses the
+    key in its store, which is generated there when missing."""
+    personas = [_persona(item, path.parent) for item in checked_personas(path)]
     _check_distinct(personas, waker_port)
     return personas
 
