@@ -189,11 +189,6 @@ class PairedRounds:
     reference: Throughput
     candidate: Throughput
     errors: int  # the candidate's, in all rounds
-    p50_ratios: list[float] = field(default_factory=list)  # each candidate round's p50 over its reference's
-
-    @property
-    def p50_ratio(self) -> float:
-        return statistics.median(self.p50_ratios)
 
     @property
     def ratio(self) -> float:
@@ -206,11 +201,9 @@ class PairedRounds:
             for url in (reference, candidate):
                 rounds[url].append(load.throughput(url, key, concurrency=plan.concurrency,
                                                    seconds=plan.throughput_seconds, client=client_name))
-        pairs = list(zip(rounds[reference], rounds[candidate], strict=True))
-        ratios = sorted(c.rps / r.rps for r, c in pairs)
+        ratios = sorted(c.rps / r.rps for r, c in zip(rounds[reference], rounds[candidate], strict=True))
         median = [sorted(rounds[url], key=lambda r: r.rps)[len(rounds[url]) // 2] for url in (reference, candidate)]
-        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]),
-                   sorted(c.p50 / r.p50 for r, c in pairs))
+        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]))
 
 
 def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
@@ -262,44 +255,73 @@ def floor_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report:
                    "≥ 0.6 × floor, 0 errors", ratio >= 0.6 and errors == 0))
 
 
-def metrics_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str,
-                  scratch: Path) -> None:
-    """What the metrics cost a request: the reference on this worker (metrics
-    on, the default) against the same route on a worker beside it with
-    METRICS_ENABLED=0, in turn at c=1 and in alternating rounds at c=32, like
-    every pair; then what one scrape takes."""
-    off = WorkerProcess(scratch / "metrics-off", env={"PENELOPE_PLUGINS": PLUGINS, "METRICS_ENABLED": "0"})
-    try:
-        off.start()
-        with off.client() as bare:
-            for _ in range(plan.warmup):
-                bare.get(REFERENCE_ROUTE).raise_for_status()
-            assert bare.get("/metrics").status_code == 404, "the worker beside this one should have its metrics off"
-            without, with_metrics = [], []
-            for _ in range(plan.c1_requests):
-                elapsed, response = load.timed_ms(lambda: bare.get(REFERENCE_ROUTE))
-                assert response.status_code == 200, response.text
-                without.append(elapsed)
-                elapsed, response = load.timed_ms(lambda: client.get(REFERENCE_ROUTE))
-                assert response.status_code == 200, response.text
-                with_metrics.append(elapsed)
-        off_c1, on_c1 = Latency.of(without), Latency.of(with_metrics)
-        report.add(Row("GET /api/v1/main with metrics on, c=1", lat(on_c1), f"metrics off p50 {ms(off_c1.p50)}",
-                       f"{on_c1.p50 / off_c1.p50:.3f} ×", "(no target)"))
-        paired = PairedRounds.run(worker.key, plan, client_name, reference=off.base_url + "/api/v1" + REFERENCE_ROUTE,
-                                  candidate=worker.base_url + "/api/v1" + REFERENCE_ROUTE)
-    finally:
-        off.stop()
-    ratios, ratio, metrics_off, metrics_on = paired.p50_ratios, paired.p50_ratio, paired.reference, paired.candidate
-    report.add(Row(f"GET /api/v1/main with metrics on, c={plan.concurrency} (median round)", rate(metrics_on),
-                   f"metrics off (METRICS_ENABLED=0): p50 {ms(metrics_off.p50)}, {metrics_off.rps:,.0f} req/s",
-                   f"p50 {ratio:.3f} × (median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.3f}" for r in ratios) + ")",
-                   "p50 ≤ 1.03 × metrics off, 0 errors", ratio <= 1.03 and paired.errors == 0))
-    scrapes = []
-    for _ in range(plan.warmup):
-        elapsed, response = load.timed_ms(lambda: client.get("/metrics"))
-        assert response.status_code == 200, response.text
-        scrapes.append(elapsed)
+METRICS_PAIRS_PER_ROUND = 4  # of the plan's throughput rounds
+METRICS_ROUND_S = 3
+METRICS_SIDES = {"on": "1", "off": "0"}  # METRICS_ENABLED
+
+
+def metrics_phase(plan: Plan, report: Report, client_name: str, scratch: Path) -> None:
+    """What the metrics cost a request: the reference on two fresh workers
+    side by side, one with the metrics on (the default), one with
+    METRICS_ENABLED=0. At c=1 one request to each in turn, and at c=32 wrk
+    rounds in pairs, each pair's order swapped from the last; the ratio is the
+    median over the pairs of the on round's p50 over the off round's. Two
+    sessions, the workers started in one order, then anew in the other: of two
+    identical workers side by side, the one started first took 4 to 11 % more
+    CPU per request here, which would otherwise pass for the metrics' cost.
+    Then what one scrape takes."""
+    timings: dict[str, list[float]] = {"on": [], "off": []}
+    rounds: dict[str, list[Throughput]] = {"on": [], "off": []}
+    scrapes: list[float] = []
+    for session, order in enumerate((("on", "off"), ("off", "on"))):
+        workers: dict[str, WorkerProcess] = {}
+        try:
+            for side in order:
+                workers[side] = WorkerProcess(scratch / f"metrics-{side}-{session}",
+                                              env={"PENELOPE_PLUGINS": PLUGINS, "METRICS_ENABLED": METRICS_SIDES[side]})
+                workers[side].start()
+            clients = {side: workers[side].client() for side in order}
+            try:
+                assert clients["off"].get("/metrics").status_code == 404, "METRICS_ENABLED=0 should switch the route off"
+                for client in clients.values():
+                    for _ in range(plan.warmup):
+                        client.get(REFERENCE_ROUTE).raise_for_status()
+                for n in range(plan.c1_requests // 2):
+                    for side in order if n % 2 else order[::-1]:
+                        elapsed, response = load.timed_ms(lambda client=clients[side]: client.get(REFERENCE_ROUTE))
+                        assert response.status_code == 200, response.text
+                        timings[side].append(elapsed)
+                # Short rounds and many pairs: the effect sought is a few per
+                # cent, less than a shared machine's load moves within a long round.
+                for n in range(METRICS_PAIRS_PER_ROUND * plan.throughput_rounds // 2):
+                    for side in order if n % 2 else order[::-1]:
+                        url = workers[side].base_url + "/api/v1" + REFERENCE_ROUTE
+                        rounds[side].append(load.throughput(url, workers[side].key, concurrency=plan.concurrency,
+                                                            seconds=min(plan.throughput_seconds, METRICS_ROUND_S),
+                                                            client=client_name))
+                for _ in range(plan.warmup // 2):
+                    elapsed, response = load.timed_ms(lambda client=clients["on"]: client.get("/metrics"))
+                    assert response.status_code == 200, response.text
+                    scrapes.append(elapsed)
+            finally:
+                for client in clients.values():
+                    client.close()
+        finally:
+            for each in workers.values():
+                each.stop()
+    on_c1, off_c1 = Latency.of(timings["on"]), Latency.of(timings["off"])
+    report.add(Row("GET /api/v1/main with metrics on, c=1", lat(on_c1), f"metrics off p50 {ms(off_c1.p50)}",
+                   f"{on_c1.p50 / off_c1.p50:.3f} ×", "(no target)"))
+    ratios = sorted(a.p50 / b.p50 for a, b in zip(rounds["on"], rounds["off"], strict=True))
+    ratio = statistics.median(ratios)
+    median = {side: sorted(rounds[side], key=lambda r: r.p50)[len(rounds[side]) // 2] for side in rounds}
+    errors = sum(r.errors for r in rounds["on"])
+    report.add(Row(
+        f"GET /api/v1/main with metrics on, c={plan.concurrency} (median round)", rate(median["on"]),
+        f"metrics off (METRICS_ENABLED=0): p50 {ms(median['off'].p50)}, {median['off'].rps:,.0f} req/s",
+        f"p50 {ratio:.3f} × (median of {len(ratios)} pairs: " + ", ".join(f"{r:.2f}" for r in ratios) + ")",
+        "p50 ≤ 1.03 × metrics off, 0 errors", ratio <= 1.03 and errors == 0,
+    ))
     report.add(Row("A scrape: GET /api/v1/metrics, c=1", lat(Latency.of(scrapes)), "", "", "(no target)"))
 
 
@@ -642,8 +664,7 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                     floor_phase(worker, client, plan, report, client_name)
             if "metrics" in phases:
                 print(f"metrics on against off, c=1 and c={plan.concurrency} ({client_name})", flush=True)
-                with profiled(pid, profile_dir, "metrics"):
-                    metrics_phase(worker, client, plan, report, client_name, scratch)
+                metrics_phase(plan, report, client_name, scratch)  # on workers of its own
             if "webhook" in phases:
                 print("webhooks", flush=True)
                 with profiled(pid, profile_dir, "webhook"):
