@@ -35,7 +35,7 @@ def test_deliver_webhooks_beside_a_live_worker_never_sends_an_attempt_twice(make
                     jobs.append(started(api, "web/state", callback=receiver.url + f"/500/race{n}"))
                     wait_until(lambda: not api.get("/main").json()["busy"])
                 for n in range(6):
-                    wait_until(lambda n=n: len(receiver.received(f"/500/race{n}")) >= 4, timeout=30, what="4 attempts")
+                    wait_until(lambda n=n: len(receiver.received(f"/500/race{n}")) >= 4, timeout=90, what="4 attempts")
                 for job_id in jobs:
                     wait_until(lambda job_id=job_id: api.get(f"/jobs/{job_id}").status_code == 404, what="give up")
         finally:
