@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from tests.support.worker import ROOT
+from tests.test_first_hour import readme_block
 
 KUBERNETES_VERSION = "1.37.0"
 CHECKS_BIN = ROOT / ".venv-checks" / "bin"
 BASE = ROOT / "deploy" / "kubernetes" / "base"
 GUIDE = (ROOT / "docs" / "guides" / "SCALING.md").read_text()
-README = (ROOT / "README.md").read_text()
 KEDA_KINDS = {"HTTPScaledObject", "ScaledObject", "TriggerAuthentication"}
 
 
@@ -36,8 +36,7 @@ def checks_tool(name: str) -> Path:
 
 
 def readme_personas() -> dict:
-    start = README.index("## Running several personas")
-    block = re.search(r"```bash\n(.*?)```", README[start:], re.S).group(1)
+    block = readme_block("## Running several personas", "bash")
     return json.loads(block.split("<<'JSON'\n")[1].split("\nJSON")[0])
 
 
