@@ -15,6 +15,8 @@ import httpx
 import pytest
 from PIL import Image
 
+from tests.test_web_media import call, evaluate
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JPEG_SOI = b"\xff\xd8\xff"
 # Bands of the tall page to check: the first, those around where one
@@ -37,18 +39,6 @@ PAGE_JS = """() => {
     scrollWidth: root.scrollWidth, scrollHeight: root.scrollHeight, bands,
   };
 }"""
-
-
-def call(api: httpx.Client, action: str, **params) -> dict:
-    response = api.post(f"/main/plugin/web/{action}", json=params)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def evaluate(api: httpx.Client, expression: str):
-    response = api.post("/main/primitive/evaluate", json={"expression": expression})
-    assert response.status_code == 200, response.text
-    return response.json()["value"]
 
 
 def download(api: httpx.Client, worker, media: dict) -> bytes:
