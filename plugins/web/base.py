@@ -122,36 +122,48 @@ async def request_controls(page: Page, params: dict[str, Any]) -> AsyncIterator[
     types to the page, and undo each when the call ends, however it ends, so
     the next call finds the page as the persona left it."""
     undo: list[Callable[[], Awaitable[Any]]] = []
+    # The changes go to the browser in a task of their own, awaited whole even
+    # when the call is cancelled meanwhile: a change cut off mid-way could
+    # still reach the browser after its undo and stay.
+    applying = asyncio.ensure_future(apply_controls(page, params, undo))
     try:
-        if params.get("headers"):
-            await page.set_extra_http_headers(params["headers"])
-            undo.append(lambda: page.set_extra_http_headers({}))
-        if params.get("user_agent"):
-            # A page-level override through the DevTools protocol: the
-            # persistent context fixes its user agent at launch. Detaching
-            # the session ends the override.
-            session = await page.context.new_cdp_session(page)
-            undo.append(session.detach)
-            await session.send("Network.setUserAgentOverride", {"userAgent": params["user_agent"]})
-        if params.get("viewport"):
-            before = page.viewport_size
-            await page.set_viewport_size(params["viewport"])
-            if before is not None:
-                undo.append(lambda: page.set_viewport_size(before))
-        if params.get("block"):
-            blocked = frozenset(params["block"])
-
-            async def refuse(route: Route) -> None:
-                if route.request.resource_type in blocked:
-                    await route.abort("blockedbyclient")
-                else:
-                    await route.fallback()
-
-            await page.route("**/*", refuse)
-            undo.append(lambda: page.unroute("**/*", refuse))
+        await asyncio.shield(applying)
         yield
     finally:
+        if not applying.done():
+            await asyncio.wait({applying})
         await undo_all(page, undo)
+
+
+async def apply_controls(page: Page, params: dict[str, Any], undo: list[Callable[[], Awaitable[Any]]]) -> None:
+    # Each undo is registered before its change is applied: a call
+    # cancelled while a change is on its way to the browser still undoes it.
+    if params.get("headers"):
+        undo.append(lambda: page.set_extra_http_headers({}))
+        await page.set_extra_http_headers(params["headers"])
+    if params.get("user_agent"):
+        # A page-level override through the DevTools protocol: the
+        # persistent context fixes its user agent at launch. Detaching
+        # the session ends the override.
+        session = await page.context.new_cdp_session(page)
+        undo.append(session.detach)
+        await session.send("Network.setUserAgentOverride", {"userAgent": params["user_agent"]})
+    if params.get("viewport"):
+        before = page.viewport_size
+        if before is not None:
+            undo.append(lambda: page.set_viewport_size(before))
+        await page.set_viewport_size(params["viewport"])
+    if params.get("block"):
+        blocked = frozenset(params["block"])
+
+        async def refuse(route: Route) -> None:
+            if route.request.resource_type in blocked:
+                await route.abort("blockedbyclient")
+            else:
+                await route.fallback()
+
+        undo.append(lambda: page.unroute("**/*", refuse))
+        await page.route("**/*", refuse)
 
 
 async def undo_all(page: Page, undo: list[Callable[[], Awaitable[Any]]]) -> None:
