@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 from activity import log as request_log
@@ -19,14 +19,29 @@ from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
 from core.schema import operation
-from core.shapes import Success
+from core.shapes import ErrorEnvelope, FalseField, Success
 
 DEFAULT_WINDOW_S = 3600.0
 
 
+BROWSER_STATES = ["starting", "up", "relaunching", "failed"]
+
+
 class Health(Success):
     status = serializers.ChoiceField(choices=["ok"])
-    browser = serializers.BooleanField(help_text="The browser is running.")
+    browser = serializers.BooleanField(help_text="The browser takes calls.")
+    browser_state = serializers.ChoiceField(choices=BROWSER_STATES, help_text="Always `up` in a 200.")
+
+
+class Unhealthy(ErrorEnvelope):
+    """503: the browser cannot take a call now."""
+
+    browser = FalseField()
+    browser_state = serializers.ChoiceField(
+        choices=BROWSER_STATES,
+        help_text="`relaunching` (the browser stopped or is recycled: it takes calls again in seconds) or "
+        "`failed` (every relaunch failed: the worker is exiting for its supervisor to start it again).",
+    )
 
 
 class Activity(Success):
@@ -86,10 +101,29 @@ class HealthView(ApiView):
     permission_classes = ()
 
     @extend_schema(
-        **operation(operation_id="health", summary="Liveness; needs no key", tags=["activity"], public=True, answers={200: Health})
+        **operation(
+            operation_id="health",
+            summary="Whether the worker can take a call; needs no key",
+            description=(
+                "200 while the browser takes calls; 503 with `browser: false` and `browser_state` while it is "
+                "being launched again after a stop, or when it could not be (the worker then exits)."
+            ),
+            tags=["activity"],
+            public=True,
+            answers={200: Health, 503: OpenApiResponse(Unhealthy, "The browser cannot take a call now.")},
+        )
     )
     async def get(self, request: Any) -> HttpResponse:
-        return answer(Health, {"success": True, "page_id": None, "status": "ok", "browser": registry.browser is not None})
+        browser = registry.browser
+        state = browser.state.value if browser is not None else "starting"
+        if state == "up":
+            return answer(Health, {"success": True, "page_id": None, "status": "ok", "browser": True, "browser_state": state})
+        if state == "failed":
+            error = f"The browser could not be launched again ({browser.failure}); the worker is exiting."
+        else:
+            error = f"The browser is {state}; it takes calls again in a few seconds."
+        body = {"success": False, "error": error, "page_id": None, "browser": False, "browser_state": state}
+        return answer(Unhealthy, body, 503)
 
 
 async def no_jobs() -> tuple[int, int]:

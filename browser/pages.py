@@ -2,7 +2,13 @@
 
 Everything here lives in memory and on the event loop. A page knows a job only
 as the id that holds it. Each change a client can see (busy, idle, leased,
-released) is published on the event bus (core/events.py).
+released, crashed) is published on the event bus (core/events.py).
+
+A page outlives its tab: a tab whose renderer crashed, or that went with a
+browser that stopped, is replaced under the same name before the page's next
+call, and the page's lease, waiters and name are kept. The call in hand when
+the tab went answers 502 (`run_claimed` in plugins/calls.py compares the
+page's `tab_generation` before and after it).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from core import events
+from browser.runner import BrowserUnavailable, Cause
+from core import events, metrics
 from core.api import ApiError
 
 if TYPE_CHECKING:
@@ -84,15 +91,65 @@ class Claim:
     released: bool = False
 
 
+PAGE_CRASHED = "page_crashed"  # a `reopened` cause besides the browser's (browser.runner.Cause)
+
+
 @dataclass
 class ManagedPage:
     name: str
-    tab: Page | None
+    tab: Page | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     job_id: str | None = None
     lease: Lease | None = None
     waiting: int = 0
     closed: bool = False
+    # The tab's renderer crashed: the tab is replaced before the next call.
+    crashed: bool = False
+    # Counts the tabs this page lost (a crash, a browser that stopped or was
+    # recycled): a call that sees it change lost its tab under it.
+    tab_generation: int = 0
+    # Why the last tab was lost, said to the call that was on it.
+    fault: str | None = None
+    # The last replacement of the tab, shown in the page's state:
+    # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
+    reopened: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.tab is not None:
+            self.set_tab(self.tab)
+
+    # --- the tab ---------------------------------------------------------------
+
+    def set_tab(self, tab: Page) -> None:
+        """Make `tab` the page's tab, watched for its renderer's crash."""
+        self.tab = tab
+        self.crashed = False
+        tab.on("crash", lambda crashed: self._tab_crashed(crashed))
+
+    def _tab_crashed(self, tab: Page) -> None:
+        """Playwright's `crash` event: the renderer is gone, the tab is dead."""
+        if tab is not self.tab or self.crashed:
+            return
+        self.crashed = True
+        self.tab_lost(f"Page {self.name}'s renderer crashed during the call; the page is reopened for the next call.")
+        metrics.page_crashed()
+        log.warning("page %s: the renderer crashed (at %s)", self.name, _url_of(tab) or "about:blank")
+        events.publish("page.crashed", page_id=self.name, job_id=self.job_id, detail={"url": _url_of(tab)})
+
+    def tab_lost(self, fault: str) -> None:
+        self.tab_generation += 1
+        self.fault = fault
+
+    @property
+    def tab_state(self) -> str:
+        """`open`, `crashed` (reopened at the next call) or `closed` (the
+        browser is being launched again, or the tab was closed by an action)."""
+        if self.tab is None or self.tab.is_closed():
+            return "closed"
+        return "crashed" if self.crashed else "open"
+
+    def replaced(self, cause: str, lost_url: str) -> None:
+        self.reopened = {"cause": cause, "at": round(time.time(), 3), "lost_url": lost_url or None}
 
     # --- leases ---------------------------------------------------------------
 
@@ -227,7 +284,7 @@ class ManagedPage:
         lease = self.current_lease()
         now = time.monotonic()
         url = ""
-        if self.tab is not None and not self.tab.is_closed():
+        if self.tab is not None and not self.tab.is_closed() and not self.crashed:
             url = self.tab.url
         return {
             "page_id": self.name,
@@ -237,11 +294,14 @@ class ManagedPage:
             "leased": lease is not None,
             "lease_expires_in": round(lease.expires_in(now), 3) if lease else None,
             "url": url,
+            "tab": self.tab_state,
+            "reopened": self.reopened,
         }
 
 
 class PageRegistry:
-    """The open pages by name, at most MAX_PAGES of them."""
+    """The open pages by name, at most MAX_PAGES of them; what the browser
+    tells of its stops and relaunches (browser.runner.BrowserListener)."""
 
     def __init__(self) -> None:
         self.browser: Browser | None = None
@@ -249,13 +309,58 @@ class PageRegistry:
 
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
+        browser.listener = self
         self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab)}
 
     def detach(self) -> None:
         for page in self.pages.values():
             page.closed = True
         self.pages = {}
+        if self.browser is not None:
+            self.browser.listener = None
         self.browser = None
+
+    # --- the browser's news ----------------------------------------------------------
+
+    def browser_down(self, cause: Cause) -> None:
+        """Every tab went with the browser: the calls on them answer 502."""
+        message = (
+            "The browser stopped during the call; it is being launched again."
+            if cause == Cause.BROWSER_STOPPED
+            else "The browser was recycled during the call."
+        )
+        for page in self.pages.values():
+            page.tab_lost(message)
+
+    async def browser_up(self, first_tab: Page, cause: Cause) -> None:
+        """Reopen every page under its name in the new browser: main on its
+        first tab, the others in new tabs. Their URLs are lost; each page's
+        state says so (`reopened`)."""
+        for page in list(self.pages.values()):
+            lost_url = _url_of(page.tab)
+            tab = first_tab if page.name == MAIN_PAGE else await self.browser.new_tab()
+            page.set_tab(tab)
+            page.replaced(cause.value, lost_url)
+
+    def idle(self) -> bool:
+        return not any(page.busy or page.waiting for page in self.pages.values())
+
+    def call_ended(self) -> None:
+        if self.browser is not None:
+            self.browser.call_ended()
+
+    async def wait_for_browser(self, page_id: str, wait_s: float) -> Browser:
+        """The browser once it takes calls (a relaunch waited for, up to
+        `wait_s`), or 503 naming why not."""
+        if self.browser is None:
+            raise ApiError(503, "The browser is not running.", page_id)
+        try:
+            await self.browser.wait_up(wait_s)
+        except BrowserUnavailable as error:
+            raise ApiError(503, str(error), page_id) from None
+        return self.browser
+
+    # --- pages -----------------------------------------------------------------------
 
     def get(self, page_id: str) -> ManagedPage:
         page = self.pages.get(page_id)
@@ -274,10 +379,11 @@ class PageRegistry:
         if self.browser is None:
             raise ApiError(503, "The browser is not running.", page_id)
         # Reserve the name before the await so two openers cannot both pass.
-        page = ManagedPage(page_id, None)
+        page = ManagedPage(page_id)
         self.pages[page_id] = page
         try:
-            page.tab = await self.browser.new_tab()
+            browser = await self.wait_for_browser(page_id, settings.PAGE_WAIT_S)
+            page.set_tab(await browser.new_tab())
         except BaseException:
             self.pages.pop(page_id, None)
             raise
@@ -292,28 +398,48 @@ class PageRegistry:
             raise page._busy_error()
         page.closed = True
         del self.pages[page_id]
-        await page.tab.close()
+        await _close_quietly(page.tab, page.name)
 
     async def reopen_tab(self, page: ManagedPage) -> None:
         """Close the page's tab and open a new one under the same name: for a
         cancelled job whose plugin would not stop (its browser calls on the old
         tab fail from now on)."""
         old, page.tab = page.tab, None
-        if old is not None and not old.is_closed():
-            try:
-                await asyncio.wait_for(old.close(), settings.BROWSER_LAUNCH_TIMEOUT_S)
-            except Exception as error:  # the browser itself may be gone: a new tab is still tried
-                log.warning("closing page %s's tab failed: %s", page.name, error)
-        if self.browser is not None:
-            page.tab = await self.browser.new_tab()
+        await _close_quietly(old, page.name)
+        if self.browser is not None and self.browser.context is not None:
+            page.set_tab(await self.browser.new_tab())
 
-    async def ensure_tab(self, page: ManagedPage) -> Page:
-        """The page's tab, opened anew if it crashed or an action closed it."""
-        if page.tab is None or page.tab.is_closed():
-            if self.browser is None:
-                raise ApiError(503, "The browser is not running.", page.name)
-            page.tab = await self.browser.new_tab()
+    async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
+        """The page's tab for a call: once the browser takes calls (a relaunch
+        waited for up to `wait_s`, else 503), and opened anew if its renderer
+        crashed, it went with the browser, or an action closed it."""
+        browser = await self.wait_for_browser(page.name, wait_s)
+        if page.tab is None or page.tab.is_closed() or page.crashed:
+            old = page.tab
+            cause = PAGE_CRASHED if page.crashed else None
+            page.set_tab(await browser.new_tab())
+            if cause is not None:
+                page.replaced(cause, _url_of(old))
+            await _close_quietly(old, page.name)
         return page.tab
+
+
+def _url_of(tab: Page | None) -> str:
+    """The tab's last URL as Playwright knows it (no call to the browser)."""
+    if tab is None:
+        return ""
+    url = tab.url
+    return "" if url == "about:blank" else url
+
+
+async def _close_quietly(tab: Page | None, name: str) -> None:
+    """Close a tab that may be crashed, or gone with its browser."""
+    if tab is None or tab.is_closed():
+        return
+    try:
+        await asyncio.wait_for(tab.close(), settings.BROWSER_LAUNCH_TIMEOUT_S)
+    except Exception as error:  # the browser itself may be gone
+        log.warning("closing page %s's old tab failed: %s", name, error)
 
 
 registry = PageRegistry()

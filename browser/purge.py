@@ -22,6 +22,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError
 
 from browser.pages import ManagedPage, PageRegistry, registry
+from browser.runner import BrowserState
 from core import metrics
 
 log = logging.getLogger("penelope.purge")
@@ -46,7 +47,7 @@ def skip_reason(page: ManagedPage) -> str | None:
         return "busy"
     if page.current_lease() is not None:
         return "leased"
-    if page.closed or page.tab is None or page.tab.is_closed():
+    if page.closed or page.tab is None or page.tab.is_closed() or page.crashed:
         return "closed"
     return None
 
@@ -83,8 +84,8 @@ async def purge_idle_pages(pages: PageRegistry = registry) -> PurgeReport:
 async def _purge(pages: PageRegistry) -> PurgeReport:
     report = PurgeReport()
     browser = pages.browser
-    if browser is None or browser.context is None:
-        return report
+    if browser is None or browser.context is None or browser.state != BrowserState.UP:
+        return report  # a relaunch in progress: the new browser has nothing to purge
     began = time.monotonic()
     report.memory_before = await browser.memory()
     for page in list(pages.pages.values()):

@@ -9,11 +9,17 @@ import asyncio
 import logging
 import os
 import shutil
+import time
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
+
+from core import events, metrics
 
 log = logging.getLogger("penelope.browser")
 
@@ -105,16 +111,81 @@ def _process_alive(pid: int) -> bool:
     return state != "Z"
 
 
+class BrowserState(StrEnum):
+    """What `GET /api/v1/health` says of the browser (`browser_state`)."""
+
+    STARTING = "starting"  # the first launch, before the port opens
+    UP = "up"  # it takes calls
+    RELAUNCHING = "relaunching"  # it stopped, or is being recycled: calls wait for it
+    FAILED = "failed"  # every relaunch failed: the worker is exiting
+
+
+class BrowserListener(Protocol):
+    """What the browser tells its pages (browser/pages.py's registry)."""
+
+    def browser_down(self, cause: Cause) -> None:
+        """The tabs are gone (the browser stopped, or is being recycled)."""
+
+    async def browser_up(self, first_tab: Page, cause: Cause) -> None:
+        """A new browser runs; `first_tab` is its first tab. Reopen the pages."""
+
+    def idle(self) -> bool:
+        """No call, job or waiter on any page: a recycle may begin."""
+
+
+class BrowserUnavailable(Exception):
+    """The browser cannot take a call now; the message says why."""
+
+
+class Cause(StrEnum):
+    """Why the browser was launched again: the `cause` of events, metrics and page states."""
+
+    BROWSER_STOPPED = "browser_stopped"  # it exited (killed, out of memory, crashed)
+    MEMORY = "memory"  # recycled past BROWSER_MAX_MB
+    CALLS = "calls"  # recycled after BROWSER_RECYCLE_AFTER_CALLS
+
+RELAUNCH_BACKOFF_CAP_S = 60
+
+
 class Browser:
-    """Starts and stops the persistent context; hands out new tabs."""
+    """The persona's one browser: a persistent context launched at start,
+    watched (Playwright's close event, not a timer), and launched again on
+    the same profile when it stops or is recycled.
+
+    A relaunch is a fresh Playwright driver and a fresh Chromium: cookies and
+    storage are in the profile, so they are kept; the tabs are not. While it
+    runs, `state` is RELAUNCHING and `wait_up` holds callers; when every
+    attempt failed, `state` is FAILED and `on_failed` ends the worker.
+    """
 
     def __init__(self) -> None:
         self._playwright: Playwright | None = None
         self.context: BrowserContext | None = None
         self.executable = ""
+        self.state = BrowserState.STARTING
+        self._up = asyncio.Event()
+        self._closing = False  # a close of our own: its close event is no stop
+        self._stopped = False  # the worker stops: nothing is launched again
+        self.listener: BrowserListener | None = None
+        self.on_failed: Callable[[str], object] | None = None
+        self.failure: str | None = None
+        self._relaunch: asyncio.Task | None = None
+        self.launched_at = 0.0  # monotonic
+        self.calls_since_launch = 0
+        self.recycle_due: Cause | None = None  # once a recycling bound is passed
+        self.relaunches = {cause.value: 0 for cause in Cause}
+        self.last_relaunch: dict[str, Any] | None = None
+
+    # --- launching ---------------------------------------------------------------
 
     async def start(self) -> Page:
-        """Launch Chromium and answer its first tab."""
+        """The first launch: Chromium and its first tab. A failure here is the
+        start's own (the worker does not open its port)."""
+        first_tab = await self._launch()
+        self._set_up()
+        return first_tab
+
+    async def _launch(self) -> Page:
         self._playwright = await async_playwright().start()
         try:
             self.executable = find_executable(self._playwright)
@@ -124,7 +195,7 @@ class Browser:
             args = list(CHROMIUM_ARGS)
             if not settings.CHROMIUM_SANDBOX:
                 args.append("--no-sandbox")  # off by default as root, where Chromium refuses to sandbox
-            self.context = await asyncio.wait_for(
+            context = await asyncio.wait_for(
                 self._playwright.chromium.launch_persistent_context(
                     str(profile),
                     executable_path=self.executable,
@@ -134,36 +205,172 @@ class Browser:
                 ),
                 settings.BROWSER_LAUNCH_TIMEOUT_S,
             )
+            context.on("close", self._context_closed)
+            self.context = context
+            first_tab = context.pages[0] if context.pages else await self.new_tab()
         except BaseException:
-            await self._playwright.stop()
-            self._playwright = None
+            await self._shut_down()
             raise
+        self.launched_at = time.monotonic()
+        self.calls_since_launch = 0
+        self.recycle_due = None
         log.info("browser started: %s", self.executable)
-        if self.context.pages:
-            return self.context.pages[0]
-        return await self.new_tab()
+        return first_tab
+
+    def _set_up(self) -> None:
+        self.state = BrowserState.UP
+        self._up.set()
 
     async def new_tab(self) -> Page:
-        assert self.context is not None, "the browser is not started"
+        if self.context is None:
+            raise BrowserUnavailable("The browser is not running.")
         return await asyncio.wait_for(self.context.new_page(), settings.BROWSER_LAUNCH_TIMEOUT_S)
+
+    async def wait_up(self, timeout_s: float) -> None:
+        """Return once the browser takes calls, waiting up to `timeout_s` for
+        a relaunch in progress; BrowserUnavailable otherwise."""
+        if self.state == BrowserState.UP:
+            return
+        if self.state == BrowserState.RELAUNCHING:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._up.wait()
+            except TimeoutError:
+                pass
+            if self.state == BrowserState.UP:
+                return
+        if self.state == BrowserState.FAILED:
+            raise BrowserUnavailable(f"The browser could not be launched again: {self.failure}")
+        raise BrowserUnavailable(f"The browser is {self.state.value}; try again in a few seconds.")
+
+    # --- stops and relaunches ------------------------------------------------------
+
+    def _context_closed(self, context: BrowserContext) -> None:
+        """Playwright's close event: ours at a stop or a recycle, else the browser stopped."""
+        if self._closing or self._stopped or context is not self.context:
+            return
+        self.context = None
+        log.warning("the browser stopped (%s); launching it again", self.executable)
+        self._begin_relaunch(Cause.BROWSER_STOPPED)
+
+    def _begin_relaunch(self, cause: Cause) -> None:
+        """Flip to RELAUNCHING now (no await: a caller from here on waits) and relaunch in a task."""
+        from core.tasks import spawn
+
+        self.state = BrowserState.RELAUNCHING
+        self._up.clear()
+        events.publish("browser.down", page_id=None, detail={"cause": cause.value})
+        if self.listener is not None:
+            self.listener.browser_down(cause)
+        self._relaunch = spawn(self._relaunch_with_backoff(cause), about=f"the browser's relaunch ({cause})")
+
+    async def _relaunch_with_backoff(self, cause: Cause) -> None:
+        began = time.monotonic()
+        await self._shut_down()
+        attempts = max(1, settings.BROWSER_RELAUNCH_ATTEMPTS)
+        pause = settings.BROWSER_RELAUNCH_S
+        for attempt in range(1, attempts + 1):
+            try:
+                first_tab = await self._launch()
+                if self.listener is not None:
+                    await self.listener.browser_up(first_tab, cause)
+                break
+            except Exception as error:
+                await self._shut_down()
+                if attempt == attempts:
+                    self._fail(f"{attempts} launch attempt(s) failed, the last with: {first_line(error)}")
+                    return
+                log.warning(
+                    "browser launch attempt %d of %d failed (%s); next in %g s", attempt, attempts, first_line(error), pause
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RELAUNCH_BACKOFF_CAP_S)
+        took = time.monotonic() - began
+        self.relaunches[cause] += 1
+        self.last_relaunch = {"cause": cause, "at": round(time.time(), 3), "took_s": round(took, 3)}
+        metrics.browser_relaunched(cause, took)
+        self._set_up()
+        log.info("browser up again after %.2f s (%s, attempt %d)", took, cause, attempt)
+        events.publish("browser.up", page_id=None, detail={"cause": cause.value, "took_s": round(took, 3)})
+
+    def _fail(self, why: str) -> None:
+        self.state = BrowserState.FAILED
+        self.failure = why
+        self._up.set()  # waiters wake and see FAILED
+        log.critical("the browser cannot be launched again (%s); the worker exits", why)
+        events.publish("browser.failed", page_id=None, detail={"error": why})
+        if self.on_failed is not None:
+            self.on_failed(why)
+
+    # --- recycling ---------------------------------------------------------------
+
+    def call_ended(self) -> None:
+        """A call or a job's run ended on one of the pages: counted, and a
+        recycle that is due begins if nothing else runs."""
+        self.calls_since_launch += 1
+        limit = settings.BROWSER_RECYCLE_AFTER_CALLS
+        if limit and self.calls_since_launch >= limit and self.recycle_due is None:
+            self.recycle_due = Cause.CALLS
+        self.recycle_if_due()
+
+    def memory_checked(self, charged_bytes: int) -> None:
+        """A read of the browser's charged memory (BROWSER_CHECK_S loop)."""
+        limit = settings.BROWSER_MAX_MB
+        if limit and charged_bytes > limit * 1024 * 1024 and self.recycle_due is None and self.state == BrowserState.UP:
+            log.info("browser memory %.0f MB passed BROWSER_MAX_MB (%g): recycling it when idle", charged_bytes / 2**20, limit)
+            self.recycle_due = Cause.MEMORY
+        self.recycle_if_due()
+
+    def recycle_if_due(self) -> bool:
+        """Begin a due recycle when no page is in use; never under a call or job."""
+        if self.recycle_due is None or self.state != BrowserState.UP:
+            return False
+        if self.listener is None or not self.listener.idle():
+            return False
+        log.info("recycling the browser (%s) after %d calls", self.recycle_due, self.calls_since_launch)
+        self._begin_relaunch(self.recycle_due)
+        return True
+
+    # --- reading and closing -------------------------------------------------------
 
     async def memory(self) -> dict[str, int]:
         """The browser's processes' resident memory, in bytes (Linux /proc)."""
         return {"rss_bytes": resident_bytes()}
 
+    async def _shut_down(self) -> None:
+        """Close the context (if it still runs) and stop the driver, quietly."""
+        self._closing = True
+        try:
+            if self.context is not None:
+                try:
+                    await asyncio.wait_for(self.context.close(), 15)
+                except Exception as error:
+                    log.warning("closing the browser context failed: %s", first_line(error))
+                self.context = None
+            if self._playwright is not None:
+                try:
+                    await asyncio.wait_for(self._playwright.stop(), 15)
+                except Exception as error:
+                    log.warning("stopping the Playwright driver failed: %s", first_line(error))
+                self._playwright = None
+        finally:
+            self._closing = False
+
     async def close(self) -> None:
+        """At the worker's stop: no relaunch from here on."""
         started = self.context is not None
-        if self.context is not None:
-            try:
-                await asyncio.wait_for(self.context.close(), 15)
-            except Exception:
-                log.exception("closing the browser context failed")
-            self.context = None
-        if self._playwright is not None:
-            await self._playwright.stop()
-            self._playwright = None
+        self._stopped = True
+        if self._relaunch is not None and not self._relaunch.done():
+            self._relaunch.cancel()
+            await asyncio.gather(self._relaunch, return_exceptions=True)
+        await self._shut_down()
         if started:
             log.info("browser closed")
+
+
+def first_line(error: BaseException) -> str:
+    text = str(getattr(error, "message", None) or error or error.__class__.__name__).strip()
+    return text.splitlines()[0][:300] if text else error.__class__.__name__
 
 
 def resident_bytes() -> int:
@@ -171,6 +378,25 @@ def resident_bytes() -> int:
     /proc): a read of every process's stat, so callers off the loop may prefer
     a thread."""
     return sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+
+
+def charged_bytes() -> int:
+    """The memory the browser's processes are charged for, in bytes: the sum
+    of their proportional set sizes (Linux /proc/PID/smaps_rollup), where a
+    page shared by N processes counts 1/N in each. The sum of resident sizes
+    counts Chromium's shared pages once per process, about three times over."""
+    return sum(_pss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _descendants(root: int) -> list[int]:

@@ -69,6 +69,18 @@ FORCE_PARAMETER = OpenApiParameter(
 # --- the answers' shapes, for the schema -------------------------------------------
 
 
+class Reopened(serializers.Serializer):
+    cause = serializers.ChoiceField(
+        choices=["page_crashed", "browser_stopped", "memory", "calls"],
+        help_text=(
+            "`page_crashed` (its renderer), `browser_stopped` (the browser exited and was launched again), "
+            "`memory` or `calls` (the browser was recycled at BROWSER_MAX_MB or BROWSER_RECYCLE_AFTER_CALLS)."
+        ),
+    )
+    at = serializers.FloatField(help_text="Epoch seconds.")
+    lost_url = serializers.CharField(allow_null=True, help_text="Where the old tab was; the new one starts blank.")
+
+
 class PageState(serializers.Serializer):
     page_id = serializers.CharField()
     busy = serializers.BooleanField(help_text="A call or a job runs on it now.")
@@ -78,7 +90,19 @@ class PageState(serializers.Serializer):
     lease_expires_in = serializers.FloatField(
         min_value=0, allow_null=True, help_text="Seconds left on the lease (its full TTL while a call runs under it), or null."
     )
-    url = serializers.CharField(allow_blank=True, help_text="The tab's address.")
+    url = serializers.CharField(allow_blank=True, help_text="The tab's address (empty while its tab is not open).")
+    tab = serializers.ChoiceField(
+        choices=["open", "crashed", "closed"],
+        help_text=(
+            "`open`; `crashed`: its renderer crashed, and a new tab is opened under its name before its next call; "
+            "`closed`: the browser is being launched again (or an action closed its tab), and a new tab comes "
+            "with it or with the next call."
+        ),
+    )
+    reopened = Reopened(
+        allow_null=True,
+        help_text="The last time its tab was replaced (null: never): a client compares `at` with its last call.",
+    )
 
 
 class PageAnswer(PageSuccess, PageState):

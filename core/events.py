@@ -32,7 +32,8 @@ GROUP = "penelope.events"
 MESSAGE_TYPE = "bus.event"
 
 JOB_EVENTS = ("job.started", "job.progress", "job.ended", "job.delivered", "job.gave_up")
-PAGE_EVENTS = ("page.busy", "page.idle", "page.leased", "page.released")
+PAGE_EVENTS = ("page.busy", "page.idle", "page.leased", "page.released", "page.crashed")
+BROWSER_EVENTS = ("browser.down", "browser.up", "browser.failed")
 
 
 class Watchers:
@@ -52,11 +53,13 @@ def publish(
     page_id: str | None,
     job_id: str | None = None,
     job: Callable[[], dict[str, Any]] | None = None,
+    detail: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
     """Publish one event to every listener. `job` renders the job as a poll
-    shows it; it is called only when a socket will send it. Outside a running
-    event loop (a management command) there is nobody to tell."""
+    shows it; it is called only when a socket will send it. `detail` (the
+    browser's and a crash's events) is sent to sockets as it is. Outside a
+    running event loop (a management command) there is nobody to tell."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -64,14 +67,15 @@ def publish(
     metrics.on_event(event, fields)
     at = time.time()
     message = {"type": MESSAGE_TYPE, "event": event, "at": at, "page_id": page_id, "job_id": job_id, **fields}
+    if detail is not None:
+        message["detail"] = detail
     if watchers.sockets:
-        body = job() if job is not None else None
+        sent = {"event": event, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": job() if job else None}
+        if detail is not None:
+            sent["detail"] = detail
         # Serialized once here: the layer copies a message for each listener,
         # and a string costs nothing to copy.
-        message["text"] = json.dumps(
-            {"event": event, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": body},
-            separators=(",", ":"),
-        )
+        message["text"] = json.dumps(sent, separators=(",", ":"))
     # One task per event; tasks start in the order they are created, so the
     # listeners receive events in the order they were published.
     loop.create_task(get_channel_layer().group_send(GROUP, message))

@@ -6,7 +6,8 @@ happen.
 - a job's start and end: the event bus (`core.events.publish` calls `on_event`),
   and recovery at start for the jobs a previous run left running;
 - a webhook attempt's outcome: `jobs.delivery.post` (`webhook_attempt`);
-- a memory purge: `browser.purge` (`purged`).
+- a memory purge: `browser.purge` (`purged`);
+- a browser relaunch and a page's crash: `browser.runner` and `browser.pages`.
 
 What is state rather than an event (pages, jobs and media held, the
 browser's memory) is not counted here: it is read when a scrape asks
@@ -72,6 +73,18 @@ webhook_delivery_latency = Histogram(
     buckets=DELIVERY_BUCKETS, registry=registry,
 )
 purges = Counter("penelope_purges", "Memory purges run (every PURGE_S, and POST /api/v1/purge).", registry=registry)
+# From a browser's stop (or a recycle's start) to the new browser taking calls.
+RECOVERY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120, 300)
+browser_relaunches = Counter(
+    "penelope_browser_relaunches",
+    "Browser relaunches, by cause: browser_stopped (it exited), memory (BROWSER_MAX_MB), calls (BROWSER_RECYCLE_AFTER_CALLS).",
+    ["cause"], registry=registry,
+)
+browser_recovery = Histogram(
+    "penelope_browser_recovery_seconds", "From the browser's stop (or a recycle's start) to the new browser taking calls.",
+    buckets=RECOVERY_BUCKETS, registry=registry,
+)
+page_crashes = Counter("penelope_page_crashes", "Page renderers that crashed (each page reopened before its next call).", registry=registry)
 
 # Every label value these families can take is known: their series exist, at
 # 0, from the start, so a rate over them needs no first event.
@@ -81,6 +94,8 @@ for _state in ("done", "cancelled", "interrupted"):
     jobs_ended.labels(_state)
 for _outcome in ("delivered", "retry", "gave_up"):
     webhook_attempts.labels(_outcome)
+for _cause in ("browser_stopped", "memory", "calls"):
+    browser_relaunches.labels(_cause)
 
 # A request's pair of series, by (route, status): `labels()` takes a lock and
 # checks its arguments on every call; a dict lookup is all a request pays.
@@ -129,6 +144,18 @@ def webhook_attempt(outcome: str, seconds: float, since_end_s: float | None = No
 def purged() -> None:
     if ENABLED:
         purges.inc()
+
+
+def browser_relaunched(cause: str, seconds: float) -> None:
+    """The browser runs again after a stop or a recycle, `seconds` after it began."""
+    if ENABLED:
+        browser_relaunches.labels(cause).inc()
+        browser_recovery.observe(seconds)
+
+
+def page_crashed() -> None:
+    if ENABLED:
+        page_crashes.inc()
 
 
 class Scrape:

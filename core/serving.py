@@ -55,6 +55,15 @@ def event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+def stop_serving() -> None:
+    """Stop `run_daphne` as a first SIGTERM would: `on_stop` runs, then it returns."""
+    from twisted.internet import reactor
+
+    if reactor.running:
+        log.info("stopping (asked by the worker itself)")
+        reactor.stop()
+
+
 def run_daphne(
     application,
     *,
@@ -63,9 +72,9 @@ def run_daphne(
     on_ready: Callable[[], object],
     on_stop: Callable[[], Awaitable[object]],
 ) -> bool:
-    """Serve until the first SIGTERM/SIGINT, then await `on_stop` before the
-    loop ends; a second signal exits at once. `on_ready` runs once the port is
-    bound. Answers whether the port could be bound."""
+    """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
+    `on_stop` before the loop ends; a second signal exits at once. `on_ready`
+    runs once the port is bound. Answers whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
 

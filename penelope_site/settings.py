@@ -127,6 +127,19 @@ REQUEST_LOG_FLUSH_S = env_float("REQUEST_LOG_FLUSH_S", 0.5)
 REQUEST_LOG_BUFFER_ROWS = env_int("REQUEST_LOG_BUFFER_ROWS", 50_000)
 # Launching the browser and opening a tab, each bounded.
 BROWSER_LAUNCH_TIMEOUT_S = env_float("BROWSER_LAUNCH_TIMEOUT_S", 60)
+# A browser that stops (killed, out of memory) is launched again at once on
+# the same profile; a launch that fails is tried again after
+# BROWSER_RELAUNCH_S, doubling each time, BROWSER_RELAUNCH_ATTEMPTS times in
+# all, and then the worker exits non-zero for its supervisor to start again.
+BROWSER_RELAUNCH_S = env_float("BROWSER_RELAUNCH_S", 2)
+BROWSER_RELAUNCH_ATTEMPTS = env_int("BROWSER_RELAUNCH_ATTEMPTS", 5)
+# Recycling (off at 0): relaunch the browser when its charged memory (the
+# proportional set size of its processes) passes BROWSER_MAX_MB, or after
+# BROWSER_RECYCLE_AFTER_CALLS calls and jobs, at the first moment nothing runs
+# on it. The memory is read every BROWSER_CHECK_S.
+BROWSER_MAX_MB = env_float("BROWSER_MAX_MB", 0)
+BROWSER_RECYCLE_AFTER_CALLS = env_int("BROWSER_RECYCLE_AFTER_CALLS", 0)
+BROWSER_CHECK_S = env_float("BROWSER_CHECK_S", 10)
 # How long a cancelled job's plugin gets to stop before its browser page is
 # closed and opened again under the same name.
 CANCEL_GRACE_S = env_float("CANCEL_GRACE_S", 5)

@@ -7,23 +7,40 @@ the outcome and where it goes.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage, registry
+from core.api import ApiError, error_body
 from core.tasks import spawn
 from plugins.framework import Action, Context, Outcome, run_action
 
 
 async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx: Context | None = None) -> Outcome:
-    """Run the action on the claimed page and release the page, whatever happens."""
-    ctx = ctx or Context(page_id=claim.page.name)
+    """Run the action on the claimed page and release the page, whatever happens.
+
+    The page's tab is ready first (a browser relaunch waited for up to
+    PAGE_WAIT_S, a crashed tab replaced). A tab lost under the action (its
+    renderer crashed, the browser stopped) answers 502 naming that, whatever
+    the action made of the errors it met: never the client's fault.
+    """
+    page = claim.page
+    ctx = ctx or Context(page_id=page.name)
     try:
-        tab = await registry.ensure_tab(claim.page)
-        return await run_action(action, tab, params, ctx)
+        try:
+            tab = await registry.ensure_tab(page, settings.PAGE_WAIT_S)
+        except ApiError as error:
+            return Outcome(error.status, error_body(error.message, page.name), time.time(), 0.0)
+        generation = page.tab_generation
+        outcome = await run_action(action, tab, params, ctx)
+        if page.tab_generation != generation:
+            outcome = Outcome(502, error_body(page.fault, page.name), outcome.started_at, outcome.duration_s)
+        return outcome
     finally:
-        claim.page.release(claim)
+        page.release(claim)
+        registry.call_ended()
 
 
 async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None) -> Outcome:

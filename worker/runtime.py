@@ -28,14 +28,25 @@ class Runtime:
         # Run first at a stop, while the browser is still open.
         self.shutdown_steps: list[Callable[[], Awaitable[object]]] = []
         self._tasks: list[asyncio.Task] = []
+        # Why the worker must exit non-zero (the browser could not be launched again).
+        self.failure: str | None = None
+        self.stop_serving: Callable[[], object] | None = None
 
     async def start(self) -> None:
         for step in self.startup_steps:
             await step()
         first_tab = await self.browser.start()
         registry.attach(self.browser, first_tab)
+        self.browser.on_failed = self._browser_failed
         self._tasks = [spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
         self._tasks += [spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
+
+    def _browser_failed(self, why: str) -> None:
+        """Every relaunch failed: stop serving, so the worker exits non-zero
+        and its supervisor (the waker, Kubernetes) starts it again."""
+        self.failure = f"The browser could not be launched again: {why}"
+        if self.stop_serving is not None:
+            self.stop_serving()
 
     async def stop(self) -> None:
         for step in self.shutdown_steps:

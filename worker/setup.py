@@ -38,6 +38,19 @@ async def sweep_store() -> None:
     await adrain(sweep_request_log_batch)
 
 
+async def check_browser_memory() -> None:
+    """BROWSER_MAX_MB: read the browser's charged memory (off the loop) and
+    let the browser recycle itself when it passed the bound."""
+    import asyncio
+
+    from browser.pages import registry
+    from browser.runner import charged_bytes
+
+    browser = registry.browser
+    if browser is not None:
+        browser.memory_checked(await asyncio.to_thread(charged_bytes))
+
+
 def build_runtime() -> Runtime:
     from jobs import service as job_service
     from jobs.delivery import Deliverer
@@ -63,6 +76,8 @@ def build_runtime() -> Runtime:
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
+    if settings.BROWSER_MAX_MB:
+        runtime.loops.append(Loop("browser memory", check_browser_memory, settings.BROWSER_CHECK_S))
     # After the jobs are cancelled, so their rows are written too.
     runtime.shutdown_steps.append(request_log.aflush)
     return runtime

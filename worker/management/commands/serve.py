@@ -3,6 +3,8 @@
 Migrations, recovery before the port opens, the browser and page main, the
 background loops and the API under daphne, all on one asyncio event loop.
 First SIGTERM/SIGINT stops cleanly (the browser is closed); a second exits now.
+A browser that cannot be launched again (BROWSER_RELAUNCH_ATTEMPTS) stops the
+worker the same way, and it exits 1 for its supervisor to start it again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
-from core.serving import PortInUse, check_port_free, event_loop, run_daphne, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, stop_serving, write_new_key
 from jobs.signing import BadSecret, new_secret, signers
 from penelope_site.settings import secret_key_from, tighten_store
 
@@ -78,6 +80,7 @@ class Command(BaseCommand):
         from worker.setup import build_runtime
 
         runtime = build_runtime()
+        runtime.stop_serving = stop_serving
         try:
             loop.run_until_complete(runtime.start())
         except Exception as error:
@@ -89,6 +92,8 @@ class Command(BaseCommand):
         )
         if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")
+        if runtime.failure:
+            raise CommandError(runtime.failure)
         log.info("worker stopped")
         sys.stdout.flush()
 
