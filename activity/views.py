@@ -60,6 +60,9 @@ class Activity(Success):
             "metrics-api scaler reads it (valueLocation `stay_awake`)."
         ),
     )
+    browser_state = serializers.ChoiceField(
+        choices=BROWSER_STATES, help_text="As the health check says it; the waker restarts a worker whose browser `failed`."
+    )
 
 
 class Durations(serializers.Serializer):
@@ -96,6 +99,10 @@ def window_parameter() -> OpenApiParameter:
     )
 
 
+def browser_state() -> str:
+    return registry.browser.state.value if registry.browser is not None else "starting"
+
+
 class HealthView(ApiView):
     authentication_classes = ()  # liveness needs no key
     permission_classes = ()
@@ -114,12 +121,11 @@ class HealthView(ApiView):
         )
     )
     async def get(self, request: Any) -> HttpResponse:
-        browser = registry.browser
-        state = browser.state.value if browser is not None else "starting"
+        state = browser_state()
         if state == "up":
             return answer(Health, {"success": True, "page_id": None, "status": "ok", "browser": True, "browser_state": state})
         if state == "failed":
-            error = f"The browser could not be launched again ({browser.failure}); the worker is exiting."
+            error = f"The browser could not be launched again ({registry.browser.failure}); the worker is exiting."
         else:
             error = f"The browser is {state}; it takes calls again in a few seconds."
         body = {"success": False, "error": error, "page_id": None, "browser": False, "browser_state": state}
@@ -158,6 +164,7 @@ class ActivityView(ApiView):
                 "idle_seconds": tracker.idle_now(**counts, now=now),
                 "busy_pages": [name for name, page in registry.pages.items() if page.busy],
                 "stay_awake": int(tracker.stays_awake(**counts, idle_timeout_s=settings.IDLE_TIMEOUT_S, now=now)),
+                "browser_state": browser_state(),
             },
         )
 

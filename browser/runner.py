@@ -145,6 +145,49 @@ class Cause(StrEnum):
     CALLS = "calls"  # recycled after BROWSER_RECYCLE_AFTER_CALLS
 
 RELAUNCH_BACKOFF_CAP_S = 60
+COOKIE_READ_TIMEOUT_S = 10
+
+
+class CookieJar:
+    """The persona's cookies as the last call left them, to put back into a
+    browser launched again after it was killed.
+
+    Chromium writes cookies to the profile every 30 seconds or so, and at a
+    clean close: a browser killed in between (the OOM killer) loses the
+    cookies of its last seconds, a fresh login among them. So each call's end
+    reads the cookies, off the call's path, in one task that coalesces the
+    calls that end while it reads.
+    """
+
+    def __init__(self) -> None:
+        self.cookies: list[dict[str, Any]] | None = None
+        self._reading: asyncio.Task | None = None
+        self._again = False
+
+    def read_soon(self, context: BrowserContext) -> None:
+        from core.tasks import spawn
+
+        if self._reading is not None and not self._reading.done():
+            self._again = True
+            return
+        self._reading = spawn(self._read(context), about="a read of the persona's cookies")
+
+    async def _read(self, context: BrowserContext) -> None:
+        while True:
+            self._again = False
+            try:
+                self.cookies = await asyncio.wait_for(context.cookies(), COOKIE_READ_TIMEOUT_S)
+            except Exception:  # the browser stopped meanwhile: the last read stands
+                return
+            if not self._again:
+                return
+
+    async def put_back(self, context: BrowserContext) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+        if self.cookies:
+            await asyncio.wait_for(context.add_cookies(self.cookies), COOKIE_READ_TIMEOUT_S)
+            log.info("%d cookie(s) put back as the last call left them", len(self.cookies))
 
 
 class Browser:
@@ -174,6 +217,7 @@ class Browser:
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
         self.relaunches = {cause.value: 0 for cause in Cause}
+        self.cookie_jar = CookieJar()
         self.last_relaunch: dict[str, Any] | None = None
 
     # --- launching ---------------------------------------------------------------
@@ -272,6 +316,8 @@ class Browser:
         for attempt in range(1, attempts + 1):
             try:
                 first_tab = await self._launch()
+                if cause == Cause.BROWSER_STOPPED:
+                    await self.cookie_jar.put_back(self.context)  # a recycle closed cleanly: the profile has them
                 if self.listener is not None:
                     await self.listener.browser_up(first_tab, cause)
                 break
@@ -308,6 +354,8 @@ class Browser:
         """A call or a job's run ended on one of the pages: counted, and a
         recycle that is due begins if nothing else runs."""
         self.calls_since_launch += 1
+        if self.state == BrowserState.UP and self.context is not None:
+            self.cookie_jar.read_soon(self.context)
         limit = settings.BROWSER_RECYCLE_AFTER_CALLS
         if limit and self.calls_since_launch >= limit and self.recycle_due is None:
             self.recycle_due = Cause.CALLS

@@ -26,7 +26,7 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 STATES = ("stopped", "starting", "running", "stopping")
 WAKE_OUTCOMES = ("started", "failed")
 # idle: a sleepy worker's idle timeout; asked: an operator's stop; waker: the waker itself stopped.
-STOP_REASONS = ("idle", "asked", "waker")
+STOP_REASONS = ("idle", "asked", "waker", "browser_failed")
 
 disable_created_metrics()  # `_created` series: a timestamp the text format does not use
 registry = CollectorRegistry()
@@ -46,7 +46,7 @@ wake_duration = Histogram(
 )
 stops = Counter(
     "penelope_waker_stops",
-    "Workers the waker stopped, by persona and reason (idle, asked, waker); recycles are counted apart.",
+    "Workers the waker stopped, by persona and reason (idle, asked, waker, browser_failed); recycles are counted apart.",
     ["persona", "reason"], registry=registry,
 )
 recycles = Counter(

@@ -22,6 +22,13 @@ class Activity:
     webhooks_pending: int
     idle_seconds: float
     read_at: float  # epoch seconds
+    # The worker's browser as its health says it (`up`, `relaunching`, `failed`…).
+    browser_state: str = "up"
+
+    @property
+    def browser_failed(self) -> bool:
+        """Every relaunch of its browser failed: the worker is to be started again."""
+        return self.browser_state == "failed"
 
     @property
     def in_flight(self) -> bool:

@@ -62,6 +62,7 @@ async def read_activity(http: httpx.AsyncClient, persona: Persona) -> Activity:
             webhooks_pending=int(body["webhooks_pending"]),
             idle_seconds=float(body["idle_seconds"]),
             read_at=time.time(),
+            browser_state=str(body.get("browser_state", "up")),
         )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
         raise ActivityUnreadable(str(error) or error.__class__.__name__) from None

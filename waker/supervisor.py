@@ -273,6 +273,9 @@ class PersonaWorker:
             return
         read_started, child = time.monotonic(), self.child
         activity = await self.read_activity()
+        if activity is not None and activity.browser_failed:
+            await self._restart_failed(child)
+            return
         due = stop_due(
             mode=self.persona.mode,
             activity=activity,
@@ -306,6 +309,23 @@ class PersonaWorker:
                 )
                 metrics.recycled(self.persona.name)
             await self._terminate(self.child)
+        if self.persona.mode == ALWAYS:
+            await self._start_always()
+
+    async def _restart_failed(self, child: Child) -> None:
+        """The worker's browser could not be launched again: the worker exits
+        by itself, and is stopped here if it has not yet; an `always` one is
+        started again, a `sleepy` one at the next request."""
+        async with self._transition:
+            if self.state != RUNNING or self.child is not child:
+                return
+            log.warning(
+                "persona %s: worker %d says its browser failed; stopping it to start it again",
+                self.persona.name,
+                child.process.pid,
+            )
+            metrics.stopped(self.persona.name, "browser_failed")
+            await self._terminate(child)
         if self.persona.mode == ALWAYS:
             await self._start_always()
 
