@@ -4,7 +4,8 @@ old ones, and summarise them as the workload.
 `record()` only appends to an in-memory buffer, so a request pays no database
 write; the worker's `request-log` loop calls `aflush()` every
 REQUEST_LOG_FLUSH_S (and once more on stop). The jobs app logs a job with
-`record_job()`.
+`record_job()`; the browser's relaunches and a page's crash come from the
+event bus (`record_browser_event`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Max
 
-from activity.models import KIND_HTTP, KIND_JOB, RequestLogEntry
+from activity.models import KIND_BROWSER, KIND_HTTP, KIND_JOB, RequestLogEntry
 from core.db_thread import BATCH_ROWS, drain, on_db_thread
 
 log = logging.getLogger("penelope.activity")
@@ -74,6 +75,25 @@ def record(
         if len(_pending) == BUFFER_MAX_ROWS:
             _dropped += 1  # reported once per flush, not once per row
         _pending.append(row)
+
+
+def record_browser_event(message: dict[str, Any]) -> None:
+    """An event of the bus, logged when it is the browser's: `browser.up`
+    as `browser/relaunch/<cause>` with its time to recover, `browser.failed`
+    as `browser/failed`, `page.crashed` as `page/crashed` on its page. The
+    status is null: these rows are no request and never count as work."""
+    event, detail = message["event"], message.get("detail") or {}
+    if event == "browser.up":
+        took_ms = float(detail.get("took_s", 0)) * 1000
+        route, started_at, duration_ms = f"browser/relaunch/{detail.get('cause')}", message["at"] - took_ms / 1000, took_ms
+    elif event in ("browser.failed", "page.crashed"):
+        route, started_at, duration_ms = event.replace(".", "/"), message["at"], 0.0
+    else:
+        return
+    record(
+        kind=KIND_BROWSER, method="BROWSER", route=route, path="", page_id=message.get("page_id"), status=None,
+        started_at=started_at, duration_ms=duration_ms,
+    )
 
 
 def record_job(

@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from activity.tracker import tracker
 from browser.pages import PageRegistry, registry
-from browser.runner import resident_bytes
+from browser.runner import BrowserState, resident_bytes
 from core import metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread
@@ -100,7 +100,9 @@ class WorkerState(Collector):
         yield GaugeMetricFamily("penelope_jobs_max", "Jobs that may be held at once (MAX_JOBS).", value=settings.MAX_JOBS)
         yield GaugeMetricFamily("penelope_media_files", "Media files in the store.", value=self.store.media_files)
         yield GaugeMetricFamily("penelope_media_bytes", "Bytes of the media files in the store.", value=self.store.media_bytes)
-        yield GaugeMetricFamily("penelope_browser_up", "1 while the browser runs.", value=int(self.browser_bytes is not None))
+        browser = self.pages.browser
+        up = browser is not None and browser.state == BrowserState.UP
+        yield GaugeMetricFamily("penelope_browser_up", "1 while the browser takes calls (health's browser_state up).", value=int(up))
         if self.stay_awake is not None:
             yield GaugeMetricFamily(
                 "penelope_stay_awake",
@@ -163,6 +165,6 @@ class MetricsView(ApiView):
 async def browser_memory() -> int | None:
     """The browser's resident memory, or None while it does not run; /proc is
     read in a thread, off the loop."""
-    if registry.browser is None:
+    if registry.browser is None or registry.browser.state != BrowserState.UP:
         return None
     return await asyncio.to_thread(resident_bytes)

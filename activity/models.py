@@ -10,6 +10,9 @@ from django.db import models
 
 KIND_HTTP = "http"
 KIND_JOB = "job"
+# What happened to the browser: a relaunch (with its time to recover), a
+# relaunch that failed, a page's crashed renderer. Never counted as work.
+KIND_BROWSER = "browser"
 # The route of a plugin call, whatever its page: the workload groups by it.
 PLUGIN_ROUTE_PREFIX = "plugin/"
 
@@ -24,14 +27,16 @@ class RequestLogQuerySet(models.QuerySet):
     def counted_as_work(self) -> RequestLogQuerySet:
         """Everything but the 202 that starts a job and the job's start row:
         a job counts once, by its end row."""
-        return self.exclude(kind=KIND_HTTP, status=202, route__startswith=PLUGIN_ROUTE_PREFIX).exclude(
-            status__isnull=True
+        return (
+            self.exclude(kind=KIND_HTTP, status=202, route__startswith=PLUGIN_ROUTE_PREFIX)
+            .exclude(status__isnull=True)
+            .exclude(kind=KIND_BROWSER)
         )
 
 
 class RequestLogEntry(models.Model):
     started_at = models.FloatField(db_index=True)  # epoch seconds
-    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http" or "job"
+    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job" or "browser"
     method = models.CharField(max_length=10)
     # `plugin/<family>/<action>`, `primitive/<name>`, or the URL pattern under
     # /api/v1/ (e.g. `<str:page_id>/lease`); see docs/reference/API.md.

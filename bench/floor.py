@@ -21,7 +21,7 @@ from django.urls import path
 
 BODY = json.dumps(
     {"success": True, "page_id": "main", "busy": False, "waiting": 0, "job_id": None, "leased": False,
-     "lease_expires_in": None, "url": "about:blank"},
+     "lease_expires_in": None, "url": "about:blank", "tab": "open", "reopened": None},
     separators=(",", ":"),
 ).encode()
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from playwright.async_api import Error as PlaywrightError
 
-from browser.runner import BrowserUnavailable, Cause
+from browser.runner import BrowserUnavailable, Cause, first_line
 from core import events, metrics
 from core.api import ApiError
 
@@ -337,6 +338,8 @@ class PageRegistry:
         first tab, the others in new tabs. Their URLs are lost; each page's
         state says so (`reopened`)."""
         for page in list(self.pages.values()):
+            if page.tab is None and page.name != MAIN_PAGE:
+                continue  # being opened (or reopened) by its own caller, who waits for this browser
             lost_url = _url_of(page.tab)
             tab = first_tab if page.name == MAIN_PAGE else await self.browser.new_tab()
             page.set_tab(tab)
@@ -383,7 +386,7 @@ class PageRegistry:
         self.pages[page_id] = page
         try:
             browser = await self.wait_for_browser(page_id, settings.PAGE_WAIT_S)
-            page.set_tab(await browser.new_tab())
+            page.set_tab(await new_tab(browser, page_id))
         except BaseException:
             self.pages.pop(page_id, None)
             raise
@@ -417,11 +420,20 @@ class PageRegistry:
         if page.tab is None or page.tab.is_closed() or page.crashed:
             old = page.tab
             cause = PAGE_CRASHED if page.crashed else None
-            page.set_tab(await browser.new_tab())
+            page.set_tab(await new_tab(browser, page.name))
             if cause is not None:
                 page.replaced(cause, _url_of(old))
             await _close_quietly(old, page.name)
         return page.tab
+
+
+async def new_tab(browser: Browser, page_id: str) -> Page:
+    """A new tab for the page, or 502 when the browser fails it (it may have
+    stopped just now: the next call waits for its relaunch)."""
+    try:
+        return await browser.new_tab()
+    except (PlaywrightError, BrowserUnavailable, TimeoutError) as error:
+        raise ApiError(502, f"The browser could not open a tab for page {page_id}: {first_line(error)}", page_id) from None
 
 
 def _url_of(tab: Page | None) -> str:

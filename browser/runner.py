@@ -146,6 +146,9 @@ class Cause(StrEnum):
 
 RELAUNCH_BACKOFF_CAP_S = 60
 COOKIE_READ_TIMEOUT_S = 10
+# Calls end faster than this for a client driving a page step by step: their
+# cookies are read at most this often, the last call's always.
+COOKIE_READ_EVERY_S = 1.0
 
 
 class CookieJar:
@@ -156,13 +159,15 @@ class CookieJar:
     clean close: a browser killed in between (the OOM killer) loses the
     cookies of its last seconds, a fresh login among them. So each call's end
     reads the cookies, off the call's path, in one task that coalesces the
-    calls that end while it reads.
+    calls that end while it waits or reads: at most one read a second, and
+    always one after the last call.
     """
 
     def __init__(self) -> None:
         self.cookies: list[dict[str, Any]] | None = None
         self._reading: asyncio.Task | None = None
         self._again = False
+        self._last_read = -COOKIE_READ_EVERY_S  # monotonic
 
     def read_soon(self, context: BrowserContext) -> None:
         from core.tasks import spawn
@@ -174,7 +179,11 @@ class CookieJar:
 
     async def _read(self, context: BrowserContext) -> None:
         while True:
+            pause = self._last_read + COOKIE_READ_EVERY_S - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
             self._again = False
+            self._last_read = time.monotonic()
             try:
                 self.cookies = await asyncio.wait_for(context.cookies(), COOKIE_READ_TIMEOUT_S)
             except Exception:  # the browser stopped meanwhile: the last read stands

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 import time
 from pathlib import Path
 
 import httpx
 
+from tests.support import browser_soak
 from tests.support.faults import ChromiumWrapper, browser_pids, kill_browser, kill_renderers
 from tests.support.receiver import Receiver
 from tests.support.waker import WakerProcess
@@ -118,6 +120,17 @@ def test_a_browser_killed_under_a_plain_call_answers_502_and_comes_back_with_its
         assert metric(api, 'penelope_browser_relaunches_total{cause="browser_stopped"}') == 1
         assert metric(api, "penelope_browser_recovery_seconds_count") == 1
     assert "the browser stopped" in worker.log() and "browser up again" in worker.log()
+    # The request log (and so the admin's page of it) has the relaunch, with its time to recover.
+    rows = wait_until(lambda: browser_rows(worker.store), timeout=10, what="the relaunch in the request log")
+    assert [(kind, route, status) for kind, route, status, _ in rows] == [("browser", "browser/relaunch/browser_stopped", None)]
+    assert 0 < rows[0][3] < 30_000
+
+
+def browser_rows(store: Path) -> list[tuple]:
+    with sqlite3.connect(store / "penelope.db") as db:
+        return db.execute(
+            "select kind, route, status, duration_ms from activity_requestlogentry where kind = 'browser' order by id"
+        ).fetchall()
 
 
 def test_jobs_on_a_browser_that_is_killed_end_502_and_are_delivered_and_held_like_any_end(make_worker):
@@ -202,6 +215,8 @@ def test_a_page_whose_renderer_is_killed_answers_502_and_is_usable_at_the_next_c
         assert health(worker).status_code == 200
         assert metric(api, "penelope_page_crashes_total") == 1
         assert metric(api, 'penelope_browser_relaunches_total{cause="browser_stopped"}') == 0
+    rows = wait_until(lambda: browser_rows(worker.store), timeout=10, what="the crash in the request log")
+    assert [(kind, route) for kind, route, _, _ in rows] == [("browser", "page/crashed")]
 
 
 def test_a_browser_that_cannot_be_launched_again_makes_the_worker_exit_non_zero(make_worker, tmp_path):
@@ -288,3 +303,11 @@ def test_health_and_activity_say_relaunching_while_launches_fail_and_up_once_one
         wrapper.break_launches(False)
         until_healthy(worker)
         assert api.get("/activity").json()["browser_state"] == "up"
+
+
+def test_two_rounds_of_the_browser_soak_account_for_every_call_and_job(tmp_path):
+    report = browser_soak.run(2, seed=20261204, directory=tmp_path)
+    assert report.problems == []
+    assert report.rounds == 2 and report.jobs == 2 * len(browser_soak.JOB_PAGES) and report.calls == 12
+    assert len(report.recovery_s["browser"]) == len(report.recovery_s["renderer"]) == 1
+    assert set(report.answers) <= {200, 502}

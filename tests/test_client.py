@@ -106,7 +106,7 @@ def page_state(client: Penelope, page_id: str = "main") -> dict:
 
 
 def test_health_pages_and_plain_calls(worker, client):
-    assert client.health() == {"success": True, "page_id": None, "status": "ok", "browser": True}
+    assert client.health() == {"success": True, "page_id": None, "status": "ok", "browser": True, "browser_state": "up"}
     # A base URL as pasted from the docs, with /api/v1, and no key: health needs none.
     with Penelope(worker.base_url + "/api/v1/") as keyless:
         assert keyless.health()["status"] == "ok"

@@ -51,6 +51,14 @@ async def check_browser_memory() -> None:
         browser.memory_checked(await asyncio.to_thread(charged_bytes))
 
 
+async def log_browser_events() -> None:
+    """The browser's relaunches and the pages' crashes, into the request log."""
+    from activity import log as request_log
+    from core import events
+
+    await events.listen(request_log.record_browser_event)
+
+
 def build_runtime() -> Runtime:
     from jobs import service as job_service
     from jobs.delivery import Deliverer
@@ -74,6 +82,7 @@ def build_runtime() -> Runtime:
 
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
+    runtime.services.append(log_browser_events)
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
     if settings.BROWSER_MAX_MB:

@@ -56,13 +56,15 @@ class ServerError(PenelopeError):
 
 
 class BrowserError(PenelopeError):
-    """502: the browser failed the step (a navigation error, a crashed tab); or,
+    """502: the browser failed the step (a navigation error), the page's
+    renderer crashed or the browser stopped during the call; or,
     through the waker, the persona's worker did not answer."""
 
 
 class Unavailable(PenelopeError):
     """503: MAX_JOBS jobs are held, MAX_WAITERS long-polls wait, the browser is
-    not running, the demo site is off; a persona's worker did not start."""
+    being launched again (or could not be; `health()` too), the demo site is
+    off; a persona's worker did not start."""
 
 
 class StorageFull(PenelopeError):
