@@ -18,6 +18,7 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -111,6 +112,8 @@ class ManagedPage:
     tab_generation: int = 0
     # Why the last tab was lost, said to the call that was on it.
     fault: str | None = None
+    # Ends the call in hand when its tab is lost (set by plugins.calls.run_claimed).
+    on_tab_lost: Callable[[], None] | None = None
     # The last replacement of the tab, shown in the page's state:
     # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
     reopened: dict | None = None
@@ -140,6 +143,8 @@ class ManagedPage:
     def tab_lost(self, fault: str) -> None:
         self.tab_generation += 1
         self.fault = fault
+        if self.on_tab_lost is not None:
+            self.on_tab_lost()
 
     @property
     def tab_state(self) -> str:

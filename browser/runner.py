@@ -120,6 +120,14 @@ class BrowserState(StrEnum):
     FAILED = "failed"  # every relaunch failed: the worker is exiting
 
 
+class Cause(StrEnum):
+    """Why the browser was launched again: the `cause` of events, metrics and page states."""
+
+    BROWSER_STOPPED = "browser_stopped"  # it exited (killed, out of memory, crashed)
+    MEMORY = "memory"  # recycled past BROWSER_MAX_MB
+    CALLS = "calls"  # recycled after BROWSER_RECYCLE_AFTER_CALLS
+
+
 class BrowserListener(Protocol):
     """What the browser tells its pages (browser/pages.py's registry)."""
 
@@ -137,12 +145,6 @@ class BrowserUnavailable(Exception):
     """The browser cannot take a call now; the message says why."""
 
 
-class Cause(StrEnum):
-    """Why the browser was launched again: the `cause` of events, metrics and page states."""
-
-    BROWSER_STOPPED = "browser_stopped"  # it exited (killed, out of memory, crashed)
-    MEMORY = "memory"  # recycled past BROWSER_MAX_MB
-    CALLS = "calls"  # recycled after BROWSER_RECYCLE_AFTER_CALLS
 
 RELAUNCH_BACKOFF_CAP_S = 60
 COOKIE_READ_TIMEOUT_S = 10
@@ -222,12 +224,9 @@ class Browser:
         self.on_failed: Callable[[str], object] | None = None
         self.failure: str | None = None
         self._relaunch: asyncio.Task | None = None
-        self.launched_at = 0.0  # monotonic
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
-        self.relaunches = {cause.value: 0 for cause in Cause}
         self.cookie_jar = CookieJar()
-        self.last_relaunch: dict[str, Any] | None = None
 
     # --- launching ---------------------------------------------------------------
 
@@ -264,7 +263,6 @@ class Browser:
         except BaseException:
             await self._shut_down()
             raise
-        self.launched_at = time.monotonic()
         self.calls_since_launch = 0
         self.recycle_due = None
         log.info("browser started: %s", self.executable)
@@ -303,6 +301,8 @@ class Browser:
         if self._closing or self._stopped or context is not self.context:
             return
         self.context = None
+        if self.state == BrowserState.RELAUNCHING:
+            return  # the attempt in hand fails at its next step and is tried again
         log.warning("the browser stopped (%s); launching it again", self.executable)
         self._begin_relaunch(Cause.BROWSER_STOPPED)
 
@@ -341,8 +341,6 @@ class Browser:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RELAUNCH_BACKOFF_CAP_S)
         took = time.monotonic() - began
-        self.relaunches[cause] += 1
-        self.last_relaunch = {"cause": cause, "at": round(time.time(), 3), "took_s": round(took, 3)}
         metrics.browser_relaunched(cause, took)
         self._set_up()
         log.info("browser up again after %.2f s (%s, attempt %d)", took, cause, attempt)

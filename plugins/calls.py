@@ -23,8 +23,9 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
 
     The page's tab is ready first (a browser relaunch waited for up to
     PAGE_WAIT_S, a crashed tab replaced). A tab lost under the action (its
-    renderer crashed, the browser stopped) answers 502 naming that, whatever
-    the action made of the errors it met: never the client's fault.
+    renderer crashed, the browser stopped) ends the action at once, at its
+    next await, and answers 502 naming the loss, whatever the action made of
+    the errors it met: never the client's fault.
     """
     page = claim.page
     ctx = ctx or Context(page_id=page.name)
@@ -34,7 +35,11 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
         except ApiError as error:
             return Outcome(error.status, error_body(error.message, page.name), time.time(), 0.0)
         generation = page.tab_generation
-        outcome = await run_action(action, tab, params, ctx)
+        page.on_tab_lost = ctx.end_now
+        try:
+            outcome = await run_action(action, tab, params, ctx)
+        finally:
+            page.on_tab_lost = None
         if page.tab_generation != generation:
             outcome = Outcome(502, error_body(page.fault, page.name), outcome.started_at, outcome.duration_s)
         return outcome

@@ -133,6 +133,15 @@ class Context:
     media_held_until: float | None = None
     # Where a job's progress reports go (jobs/progress.py); a plain call keeps none.
     on_progress: Callable[[dict[str, Any]], None] | None = None
+    # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
+    _deadline: asyncio.Timeout | None = field(default=None, repr=False)
+
+    def end_now(self) -> None:
+        """End the action in hand at its next await, as if its time ran out:
+        its page's tab was lost (a crash, a browser that stopped), so nothing
+        it still waits for will come. The caller answers for the loss."""
+        if self._deadline is not None and not self._deadline.expired():
+            self._deadline.reschedule(asyncio.get_running_loop().time())
 
     async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
@@ -182,7 +191,7 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
     limit = action.time_limit(params)
     try:
         # In this task (asyncio.wait_for would start another one per call).
-        async with asyncio.timeout(limit):
+        async with asyncio.timeout(limit) as ctx._deadline:
             result = await action.run(page, params, ctx)
     except ApiError as error:
         return error.status, error_body(error.message, page_id)
@@ -200,6 +209,8 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
     except Exception:
         log.exception("%s on page %s raised", action.route, page_id)
         return 500, error_body(f"{action.route} failed with an unexpected error; the details are in the worker's log.", page_id)
+    finally:
+        ctx._deadline = None
     if not isinstance(result, dict):
         log.error("%s returned %r instead of a dict", action.route, type(result))
         return 500, error_body(f"{action.route} returned no result object.", page_id)

@@ -85,13 +85,16 @@ def test_a_browser_killed_under_a_plain_call_answers_502_and_comes_back_with_its
         lease = api.post("/flow/lease", json={"ttl": 300}).json()["lease"]
         first_browser = browser_pids(worker.store)
 
-        call, out = in_thread(api.get, "/main/plugin/testing/browser-wait", params={"ms": 60_000})
-        until_busy(api, "main")
+        # The call in hand runs under the lease on page flow; main is idle.
+        call, out = in_thread(
+            api.get, "/flow/plugin/testing/browser-wait", params={"ms": 60_000}, headers={"X-Lease": lease}
+        )
+        until_busy(api, "flow")
         kill_browser(worker.store)
         call.join(30)
         answer = out["answer"]
         assert answer.status_code == 502
-        assert answer.json() == {"success": False, "error": BROWSER_STOPPED, "page_id": "main"}
+        assert answer.json() == {"success": False, "error": BROWSER_STOPPED, "page_id": "flow"}
 
         seen = until_healthy(worker)
         assert seen and seen[0]["browser"] is False and seen[0]["browser_state"] == "relaunching"
@@ -108,7 +111,8 @@ def test_a_browser_killed_under_a_plain_call_answers_502_and_comes_back_with_its
 
         # The lease outlived the browser; the page says it was reopened and where it was.
         flow = page_state(api, "flow")
-        assert flow["leased"] and flow["tab"] == "open" and flow["url"] == "about:blank"
+        assert flow["leased"] and 290 < flow["lease_expires_in"] <= 300  # restarted when the call ended
+        assert flow["tab"] == "open" and flow["url"] == "about:blank"
         assert flow["reopened"]["cause"] == "browser_stopped"
         assert flow["reopened"]["lost_url"] == site.url + "/"
         assert api.post("/flow/plugin/web/evaluate", json={"expression": "1"}).status_code == 423
@@ -141,7 +145,7 @@ def test_jobs_on_a_browser_that_is_killed_end_502_and_are_delivered_and_held_lik
             "/main/plugin/testing/browser-wait", json={"ms": 60_000},
             headers={"X-Callback-Url": receiver.url + "/200/killed"},
         )
-        polled = api.post("/second/plugin/testing/sleep", json={"seconds": 60}, headers={"X-Result-Ttl": "600"})
+        polled = api.post("/second/plugin/testing/sleep", json={"seconds": 600}, headers={"X-Result-Ttl": "600"})
         assert hooked.status_code == polled.status_code == 202
         until_busy(api, "main")
         until_busy(api, "second")
@@ -152,7 +156,8 @@ def test_jobs_on_a_browser_that_is_killed_end_502_and_are_delivered_and_held_lik
         assert (body["state"], body["status"]) == ("done", 502)
         assert body["result"] == {"success": False, "error": BROWSER_STOPPED, "page_id": "main"}
 
-        # The sleeping job meets no browser call, yet its tab went: it ends 502 too, not 200.
+        # The sleeping job meets no browser call, yet its tab went: it ends at once (the long-poll
+        # would answer `running` after its 60 s otherwise), 502 too, not 200 ten minutes later.
         job_id = polled.json()["job_id"]
         ended = api.get(f"/jobs/{job_id}", params={"wait": 60}).json()
         assert (ended["state"], ended["status"]) == ("done", 502)
