@@ -346,7 +346,7 @@ class PageRegistry:
             if page.tab is None and page.name != MAIN_PAGE:
                 continue  # being opened (or reopened) by its own caller, who waits for this browser
             lost_url = _url_of(page.tab)
-            tab = first_tab if page.name == MAIN_PAGE else await self.browser.new_tab()
+            tab = first_tab if page.name == MAIN_PAGE else await new_tab(self.browser, page.name)
             page.set_tab(tab)
             page.replaced(cause.value, lost_url)
 
@@ -415,7 +415,7 @@ class PageRegistry:
         old, page.tab = page.tab, None
         await _close_quietly(old, page.name)
         if self.browser is not None and self.browser.context is not None:
-            page.set_tab(await self.browser.new_tab())
+            page.set_tab(await new_tab(self.browser, page.name))
 
     async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
         """The page's tab for a call: once the browser takes calls (a relaunch
@@ -432,13 +432,40 @@ class PageRegistry:
         return page.tab
 
 
+# Opening a tab and its first evaluation take milliseconds; a tab that takes
+# longer than this was handed to a renderer that is dying.
+TAB_OPEN_TIMEOUT_S = 5
+TAB_OPEN_ATTEMPTS = 3
+
+
 async def new_tab(browser: Browser, page_id: str) -> Page:
-    """A new tab for the page, or 502 when the browser fails it (it may have
-    stopped just now: the next call waits for its relaunch)."""
-    try:
-        return await browser.new_tab()
-    except (PlaywrightError, BrowserUnavailable, TimeoutError) as error:
-        raise ApiError(502, f"The browser could not open a tab for page {page_id}: {first_line(error)}", page_id) from None
+    """A new tab for the page that answers, or 502 when the browser fails it
+    (it may have stopped just now: the next call waits for its relaunch).
+
+    Right after renderers are killed, Chromium can hand a new tab to one that
+    is dying: the tab's opening then fails ("Target crashed") or never ends,
+    or the tab never answers, and no crash event comes. So a tab must answer
+    a first evaluation; one that does not is given up (closed in the
+    background) and another opened, TAB_OPEN_ATTEMPTS times in all."""
+    from core.tasks import spawn
+
+    failure: BaseException | None = None
+    for _ in range(TAB_OPEN_ATTEMPTS):
+        try:
+            tab = await browser.new_tab(timeout_s=TAB_OPEN_TIMEOUT_S)
+        except (PlaywrightError, BrowserUnavailable, TimeoutError) as error:
+            failure = error
+            if isinstance(error, BrowserUnavailable):
+                break
+            continue
+        try:
+            await asyncio.wait_for(tab.evaluate("1"), TAB_OPEN_TIMEOUT_S)
+            return tab
+        except (PlaywrightError, TimeoutError) as error:
+            failure = error
+            spawn(_close_quietly(tab, page_id), about=f"closing a tab of page {page_id} that did not answer")
+    reason = first_line(failure) if failure is not None and str(failure) else "it did not answer"
+    raise ApiError(502, f"The browser could not open a tab for page {page_id}: {reason}", page_id)
 
 
 def _url_of(tab: Page | None) -> str:
@@ -454,7 +481,7 @@ async def _close_quietly(tab: Page | None, name: str) -> None:
     if tab is None or tab.is_closed():
         return
     try:
-        await asyncio.wait_for(tab.close(), settings.BROWSER_LAUNCH_TIMEOUT_S)
+        await asyncio.wait_for(tab.close(), TAB_OPEN_TIMEOUT_S)
     except Exception as error:  # the browser itself may be gone
         log.warning("closing page %s's old tab failed: %s", name, error)
 

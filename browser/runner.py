@@ -272,10 +272,10 @@ class Browser:
         self.state = BrowserState.UP
         self._up.set()
 
-    async def new_tab(self) -> Page:
+    async def new_tab(self, timeout_s: float | None = None) -> Page:
         if self.context is None:
             raise BrowserUnavailable("The browser is not running.")
-        return await asyncio.wait_for(self.context.new_page(), settings.BROWSER_LAUNCH_TIMEOUT_S)
+        return await asyncio.wait_for(self.context.new_page(), timeout_s or settings.BROWSER_LAUNCH_TIMEOUT_S)
 
     async def wait_up(self, timeout_s: float) -> None:
         """Return once the browser takes calls, waiting up to `timeout_s` for

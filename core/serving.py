@@ -24,6 +24,16 @@ def write_new_key(key_file: Path, key: str | None = None) -> str:
     return key
 
 
+def say_generated(stdout, setting: str, key_file: Path) -> None:
+    """Say that a secret was generated and where it is kept, never its value:
+    a worker's output goes to `kubectl logs` and every log shipper."""
+    stdout.write(
+        f"Generated {setting}: it is kept in {key_file} (readable by its owner only); "
+        f"read it with: cat {key_file}\n"
+    )
+    stdout.flush()
+
+
 class PortInUse(RuntimeError):
     """The port to serve on is taken; the message names how to pick another."""
 

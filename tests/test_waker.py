@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import TEST_PLUGINS
 from tests.support.receiver import Receiver
 from tests.support.waker import WakerProcess
-from tests.support.worker import ROOT, wait_until
+from tests.support.worker import ROOT, free_port, start_manage, wait_healthy, wait_until
 
 IDLE_TIMEOUT_S = 1.5
 # The waker's clock and the worker's are the same machine's, read a few ms apart.
@@ -388,3 +388,24 @@ def test_an_invalid_personas_file_is_refused_with_a_sentence(tmp_path, personas,
     assert ran.returncode == 1
     (error,) = [line for line in ran.stderr.splitlines() if line.startswith("CommandError: ")]
     assert error.endswith(sentence), ran.stderr
+
+
+def test_a_generated_waker_key_is_kept_and_said_where_never_printed(tmp_path):
+    personas_file = tmp_path / "personas.json"
+    personas_file.write_text(json.dumps({"personas": [{"name": "a", "store": "a", "port": free_port(), "mode": "sleepy"}]}))
+    env = {key: value for key, value in os.environ.items() if key != "WAKER_KEY"}
+    port = free_port()
+    env.update({"WAKER_PERSONAS": str(personas_file), "WAKER_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+    log_path = tmp_path / "waker.log"
+    process = start_manage("waker", env, log_path)
+    try:
+        assert wait_healthy(process, f"http://127.0.0.1:{port}/api/v1/health", 30, log_path.read_text)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+    key_file = tmp_path / "waker.key"
+    key = key_file.read_text().strip()
+    assert len(key) >= 32 and oct(key_file.stat().st_mode & 0o777) == "0o600"
+    log = log_path.read_text()
+    assert f"Generated WAKER_KEY: it is kept in {key_file} (readable by its owner only); read it with: cat {key_file}" in log
+    assert key not in log

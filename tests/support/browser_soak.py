@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from tests.support.faults import kill_browser, kill_renderers
 from tests.support.receiver import Receiver
 from tests.support.worker import WorkerProcess, wait_until
@@ -65,7 +67,11 @@ def soak_round(worker: WorkerProcess, receiver: Receiver, rng: random.Random, nu
         def plain_calls() -> None:
             with worker.client() as own:
                 for _ in range(3):
-                    answer = own.get("/main/plugin/testing/browser-wait", params={"ms": rng.randint(20, 400)})
+                    try:
+                        answer = own.get("/main/plugin/testing/browser-wait", params={"ms": rng.randint(20, 400)})
+                    except httpx.HTTPError as error:  # no answer within the client's 60 s is a problem too
+                        report.problems.append(f"round {number}: a plain call got no answer: {error!r}")
+                        continue
                     calls.append(answer.status_code)
 
         callers = [threading.Thread(target=plain_calls) for _ in range(2)]

@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.serving import PortInUse, check_port_free, event_loop, run_daphne, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, write_new_key
 from waker import kubernetes
 from waker.personas import PersonasInvalid, load_personas
 
@@ -29,7 +29,8 @@ log = logging.getLogger("penelope.waker")
 
 
 def ensure_waker_key(stdout, key_file: Path) -> None:
-    """WAKER_KEY from the environment, else from `key_file`, else generated there and printed once."""
+    """WAKER_KEY from the environment, else from `key_file`, else generated
+    there; where it is kept is said once, never the key."""
     if settings.WAKER_KEY:
         return
     try:
@@ -38,9 +39,8 @@ def ensure_waker_key(stdout, key_file: Path) -> None:
         pass
     if settings.WAKER_KEY:
         return
-    key = settings.WAKER_KEY = write_new_key(key_file)
-    stdout.write(f"Generated WAKER_KEY (kept in {key_file}): {key}\n")
-    stdout.flush()
+    settings.WAKER_KEY = write_new_key(key_file)
+    say_generated(stdout, "WAKER_KEY", key_file)
 
 
 class Command(BaseCommand):

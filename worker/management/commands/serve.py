@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
-from core.serving import PortInUse, check_port_free, event_loop, run_daphne, stop_serving, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
 from jobs.signing import BadSecret, new_secret, signers
 from penelope_site.settings import secret_key_from, tighten_store
 
@@ -27,14 +27,14 @@ log = logging.getLogger("penelope.worker")
 
 def ensure_key(stdout) -> None:
     """Generate PENELOPE_KEY when neither the environment nor the store has
-    one; Django's SECRET_KEY is derived from it from this first start on."""
+    one; Django's SECRET_KEY is derived from it from this first start on.
+    Where it is kept is said, never the key: the output goes to logs."""
     if settings.PENELOPE_KEY:
         return
     key = settings.PENELOPE_KEY = write_new_key(settings.KEY_FILE)
     if not settings.SECRET_KEY_FROM_ENV:
         settings.SECRET_KEY = secret_key_from(key)
-    stdout.write(f"Generated PENELOPE_KEY (kept in {settings.KEY_FILE}): {key}\n")
-    stdout.flush()
+    say_generated(stdout, "PENELOPE_KEY", settings.KEY_FILE)
 
 
 def ensure_webhook_secret(stdout) -> None:
@@ -42,8 +42,7 @@ def ensure_webhook_secret(stdout) -> None:
     one, and refuse to start with a malformed one."""
     if not settings.WEBHOOK_SECRET:
         settings.WEBHOOK_SECRET = write_new_key(settings.WEBHOOK_SECRET_FILE, new_secret())
-        stdout.write(f"Generated WEBHOOK_SECRET (kept in {settings.WEBHOOK_SECRET_FILE}): {settings.WEBHOOK_SECRET}\n")
-        stdout.flush()
+        say_generated(stdout, "WEBHOOK_SECRET", settings.WEBHOOK_SECRET_FILE)
     try:
         signers(settings.WEBHOOK_SECRET)
     except BadSecret as error:
