@@ -302,7 +302,9 @@ async def plugin_ended_or_cancelled(run: RunningJob, plugin: asyncio.Task) -> bo
     browser calls fail from then on), and the page is free whatever the
     plugin does next."""
     await asyncio.wait({plugin, run.cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
-    if not run.cancel_requested.done():
+    if plugin.done() or not run.cancel_requested.done():
+        # A plugin that ended keeps its outcome, even when a cancel landed in
+        # the same turn of the loop: its result is never dropped.
         return False
     plugin.cancel()
     stopped, _ = await asyncio.wait({plugin}, timeout=settings.CANCEL_GRACE_S)

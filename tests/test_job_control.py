@@ -161,6 +161,21 @@ def test_cancel_racing_the_plugins_own_end_has_exactly_one_outcome(api, seconds)
         assert job["state"] == "done" and job["result"]["tag"] == "own"
 
 
+def test_200_cancels_racing_the_plugins_end_each_have_one_outcome_and_no_result_is_dropped(api):
+    outcomes = {"cancelled": 0, "done": 0}
+    for number in range(200):
+        job_id = started(api, "testing/sleep", {"seconds": (number % 10) / 1000, "tag": f"own-{number}"})
+        response = api.post(f"/jobs/{job_id}/cancel")
+        job = ended(api, job_id)
+        if response.status_code == 200:
+            assert job["state"] == "cancelled" and job["result"] == CANCELLED_RESULT
+        else:
+            assert response.status_code == 409, response.text
+            assert job["state"] == "done" and job["result"]["tag"] == f"own-{number}"
+        outcomes[job["state"]] += 1
+    assert sum(outcomes.values()) == 200
+
+
 def test_a_cancelled_job_stays_cancelled_across_a_restart(make_worker):
     worker = make_worker(ENV)
     with worker.client() as api:
