@@ -279,20 +279,46 @@ async def run_job(run: RunningJob, action: Action, params: dict[str, Any]) -> No
     # for as long as this worker runs (the database may be locked by another
     # process for a while). Polls meanwhile answer `running`.
     state = Job.State.CANCELLED if cancelled else Job.State.DONE
-    # The end is written on a copy of the job as it started: the conditional
-    # UPDATE needs nothing more from the store, and the loop's copy is never
-    # changed under a reader.
-    stored = await persist(
-        finish_job, copy.copy(job), outcome, ctx.media_tokens, state, run.progress, what=f"job {job.id}'s end"
-    )
+    stored = await store_end(job, outcome, ctx.media_tokens, state, run.progress)
     if stored is None:
-        log.warning("job %s was no longer running when it ended; its answer was not kept", job.id)
+        log.warning("job %s's answer was not kept: it was no longer running, or could not be stored", job.id)
         return
     run.stored = stored
     recent_ends.add(stored)
     publish_job("job.ended", stored)
     if stored.mode == Job.Mode.POLL:
         tracker.touch()  # a polling job stops counting: the idle clock starts now
+
+
+async def store_end(
+    job: Job, outcome: Outcome, media_tokens: list[str], state: str, progress: dict[str, Any] | None
+) -> Job | None:
+    """Store the job's end: tried again while the database is locked
+    (`persist`), and when it cannot be stored for any other reason (a
+    constraint, a value the database refuses), stored instead as a 500 that
+    says why, so that every job ends, frees its MAX_JOBS place, wakes its
+    long-polls and is delivered. Only when that fails too does the job stay
+    `running` until the next start marks it interrupted."""
+    what = f"job {job.id}'s end"
+    # The end is written on a copy of the job as it started: the conditional
+    # UPDATE needs nothing more from the store, and the loop's copy is never
+    # changed under a reader.
+    try:
+        return await persist(finish_job, copy.copy(job), outcome, media_tokens, state, progress, what=what)
+    except Exception as error:
+        log.exception("%s could not be stored; a 500 that says why is stored instead", what)
+        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error).strip() else 'no detail'}"
+        failed = Outcome(
+            500,
+            error_body(f"The job's answer could not be stored ({reason}); the details are in the worker's log.", job.page_id),
+            outcome.started_at,
+            outcome.duration_s,
+        )
+    try:
+        return await persist(finish_job, copy.copy(job), failed, media_tokens, Job.State.DONE, progress, what=what)
+    except Exception:
+        log.exception("%s could not be stored as a 500 either; it stays running until the next start", what)
+        return None
 
 
 async def plugin_ended_or_cancelled(run: RunningJob, plugin: asyncio.Task) -> bool:

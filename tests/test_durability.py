@@ -6,6 +6,7 @@ real SQLite files; the lock is taken from this process with `BEGIN IMMEDIATE`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -78,6 +79,37 @@ def test_a_job_that_ends_under_a_locked_database_keeps_its_result(make_worker):
         assert done["state"] == "done" and done["status"] == 200 and done["result"]["tag"] == "kept"
         assert activity(api)["jobs_in_flight"] == 0
     assert NEVER_RETRIED not in worker.log()
+
+
+REFUSE_SUCCESSFUL_ENDS = """
+CREATE TRIGGER refuse_successful_ends BEFORE UPDATE OF state ON jobs_job
+WHEN NEW.state = 'done' AND NEW.status = 200
+BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+"""
+
+
+def test_a_job_whose_end_the_database_refuses_ends_500_saying_why_and_is_delivered(make_worker):
+    # Not a locked database (tried again until it passes) but an error trying
+    # again cannot mend: a constraint, as a value too large for SQLite is.
+    worker = make_worker(env={"WEBHOOK_ATTEMPTS_S": "0,0.5"})
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        db.execute(REFUSE_SUCCESSFUL_ENDS)
+    refused = "The job's answer could not be stored (IntegrityError: refused by the test); the details are in the worker's log."
+    with Receiver() as receiver, worker.client() as api:
+        polled = started(api, "testing/sleep", {"seconds": 0, "tag": "lost"}, ttl=60)
+        done = api.get(f"/jobs/{polled}", params={"wait": 30}).json()  # the long-poll wakes at the end
+        assert (done["state"], done["status"]) == ("done", 500)
+        assert done["result"] == {"success": False, "error": refused, "page_id": "main"}
+        assert activity(api)["jobs_in_flight"] == 0
+
+        hooked = api.post(
+            "/main/plugin/testing/sleep", json={"seconds": 0}, headers={"X-Callback-Url": receiver.url + "/200/refused"}
+        ).json()["job_id"]
+        hit = wait_until(lambda: receiver.received("/200/refused"), what="the webhook of the refused end")[0]
+        assert hit.headers["X-Penelope-Job"] == hooked
+        body = json.loads(hit.body)
+        assert (body["state"], body["status"], body["result"]["error"]) == ("done", 500, refused)
+    assert "could not be stored; a 500 that says why is stored instead" in worker.log()
 
 
 # --- owned claims ---------------------------------------------------------------------------
