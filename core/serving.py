@@ -81,14 +81,19 @@ def run_daphne(
     port: int,
     on_ready: Callable[[], object],
     on_stop: Callable[[], Awaitable[object]],
+    server_name: str = "worker",
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
-    runs once the port is bound. Answers whether the port could be bound."""
+    runs once the port is bound. Request bodies are bounded as they arrive
+    (core/bounded_http.py). Answers whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
 
     loop = event_loop()
+    from core import bounded_http  # after the reactor is installed: it imports Twisted's web
+
+    bounded_http.install(server_name)
     server = daphne.server.Server(
         application=application,
         endpoints=[f"tcp:port={port}:interface={host}"],

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -32,7 +33,7 @@ from core.db_thread import on_db_thread, persist
 from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
-from jobs.models import DeliveryAttempt, Job
+from jobs.models import DeliveryAttempt, Job, webhook_window
 from jobs.shapes import job_body
 from jobs.signing import sign, standard_headers
 from media_store import store as media
@@ -75,6 +76,21 @@ def seconds_until_next_attempt(now: float) -> float | None:
     pending = Job.objects.webhooks_pending().unclaimed().filter(next_attempt_at__isnull=False)
     next_at = pending.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
     return None if next_at is None else max(0.0, next_at - now)
+
+
+def url_for_log(url: str) -> str:
+    """A callback URL as logs show it: without its user-info and its query
+    string, which may carry a receiver's credentials (`…?…` says one was there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
 
 
 def classify(status: int) -> str:
@@ -128,6 +144,8 @@ def record_outcome(
             status_code=status_code,
             outcome=outcome,
             error=error,
+            # Kept no longer than its job could be: the end of its webhook window.
+            expires_at=(attempt.finished_at or started_at) + webhook_window(),
         )
     media.unlink(dropped)
     return outcome
@@ -191,7 +209,10 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
         outcome=outcome,
         what=f"webhook {attempt.job_id} attempt {attempt.number}'s outcome",
     )
-    log.info("webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, attempt.url, outcome, error or status_code)
+    log.info(
+        "webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, url_for_log(attempt.url), outcome,
+        error or status_code,
+    )
     delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
     metrics.webhook_attempt(outcome, duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
     if outcome != DeliveryAttempt.Outcome.RETRY:

@@ -214,8 +214,17 @@ def webhook_window() -> float:
     return attempt_offsets()[-1] + settings.WEBHOOK_TIMEOUT_S
 
 
+class DeliveryAttemptQuerySet(models.QuerySet):
+    def expired(self, now: float) -> DeliveryAttemptQuerySet:
+        return self.filter(expires_at__lte=now)
+
+
 class DeliveryAttempt(models.Model):
-    """One webhook POST and how it ended. Kept after its job is deleted."""
+    """One webhook POST and how it ended, for the operator (the admin,
+    `manage.py jobs <id>`). Kept no longer than its job could be: until the
+    end of the job's webhook window (`expires_at`, swept), and deleted with
+    a job that a client forgets. The guide keeps nothing past about 10
+    minutes after a job's end; neither does the delivery history."""
 
     class Outcome(models.TextChoices):
         DELIVERED = "delivered"
@@ -230,6 +239,10 @@ class DeliveryAttempt(models.Model):
     status_code = models.IntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     error = models.TextField(null=True, blank=True)
+    # Epoch seconds: the end of the job's webhook window (rows from before this field: 0, swept at once).
+    expires_at = models.FloatField(default=0, db_index=True)
+
+    objects = DeliveryAttemptQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at"]

@@ -33,7 +33,7 @@ from core import events, metrics
 from core.api import ApiError, error_body
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
-from jobs.models import Job, webhook_window
+from jobs.models import DeliveryAttempt, Job, webhook_window
 from jobs.options import JobOptions
 from jobs.progress import ProgressRelay
 from jobs.shapes import job_body
@@ -535,6 +535,7 @@ def forget_job(job_id: str, now: float) -> None:
             raise ApiError(404, NO_SUCH_JOB)
         if not job.forget():
             raise ApiError(409, f"Job {job_id} is still running; cancel it first.", job.page_id)
+        DeliveryAttempt.objects.filter(job_id=job.id).delete()  # its history goes with it
         files = media.drop_rows([job.id])
     media.unlink(files)
 
@@ -583,6 +584,13 @@ def discard_expired_batch(now: float) -> int:
     return len(ids)
 
 
+def discard_expired_attempts_batch(now: float) -> int:
+    """One batch of delivery attempts past their job's webhook window."""
+    ids = list(DeliveryAttempt.objects.expired(now).values_list("id", flat=True)[:BATCH_ROWS])
+    DeliveryAttempt.objects.filter(id__in=ids).delete()
+    return len(ids)
+
+
 def recover(now: float | None = None) -> dict[str, int]:
     """At start, before requests: every running job becomes interrupted and
     ended now; jobs past their deadline go without a last try."""
@@ -609,13 +617,21 @@ def log_recovery(counts: dict[str, int]) -> None:
 def sweep(now: float | None = None) -> dict[str, int]:
     """Delete expired jobs and finished media files."""
     now = now or time.time()
-    return {"jobs": drain(discard_expired_batch, now), "files": drain(media.sweep_batch, now)}
+    return {
+        "jobs": drain(discard_expired_batch, now),
+        "files": drain(media.sweep_batch, now),
+        "attempts": drain(discard_expired_attempts_batch, now),
+    }
 
 
 async def asweep(now: float | None = None) -> dict[str, int]:
     """`sweep` from the event loop, a batch at a time on the database thread."""
     now = now or time.time()
-    return {"jobs": await adrain(discard_expired_batch, now), "files": await adrain(media.sweep_batch, now)}
+    return {
+        "jobs": await adrain(discard_expired_batch, now),
+        "files": await adrain(media.sweep_batch, now),
+        "attempts": await adrain(discard_expired_attempts_batch, now),
+    }
 
 
 async def cancel_running() -> None:

@@ -40,5 +40,12 @@ def logging_settings() -> dict:
         "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
         "root": {"handlers": ["console"], "level": env_str("PENELOPE_LOG_LEVEL", "INFO")},
-        "loggers": {"django.request": {"level": "CRITICAL"}, "daphne": {"level": "WARNING"}},
+        "loggers": {
+            "django.request": {"level": "CRITICAL"},
+            "daphne": {"level": "WARNING"},
+            # httpx logs each request's whole URL at INFO: a callback's user-info
+            # and query string, a forwarded call's parameters. The webhook
+            # deliverer logs its own line without them.
+            "httpx": {"level": "WARNING"},
+        },
     }

@@ -55,6 +55,21 @@ def rows(worker: WorkerProcess, sql: str, *args) -> list[tuple]:
         return db.execute(sql, args).fetchall()
 
 
+def recorded_attempts(worker: WorkerProcess, job_id: str, count: int, columns: str = "outcome") -> list[tuple]:
+    """The job's first `count` delivery attempts as they were recorded, in
+    order: gathered while they are recorded, for a row is swept at the end
+    of its job's webhook window (about 2 s after the job's end here)."""
+    seen: dict[int, tuple] = {}
+
+    def gathered() -> bool:
+        for number, *values in rows(worker, f"select number, {columns} from jobs_deliveryattempt where job_id = ?", job_id):
+            seen[number] = tuple(values)
+        return len(seen) >= count
+
+    wait_until(gathered, timeout=20, what=f"{count} attempts of job {job_id}")
+    return [seen[number] for number in sorted(seen)]
+
+
 def job_count(worker: WorkerProcess) -> int:
     return rows(worker, "select count(*) from jobs_job")[0][0]
 
@@ -345,9 +360,7 @@ def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, receiver)
     assert body["delivery"] == {"attempts": 1, "delivered": False, "error": None}
     assert body["expires_in"] > 0
     wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the delivered job to go")
-    assert rows(worker, "select number, outcome, status_code from jobs_deliveryattempt where job_id = ?", job_id) == [
-        (1, "delivered", 200)
-    ]
+    assert recorded_attempts(worker, job_id, 1, "number, outcome, status_code") == [(1, "delivered", 200)]
 
 
 def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[str]) -> tuple[str, list]:
@@ -356,11 +369,7 @@ def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[st
     path = f"/{scenario}/{time.monotonic_ns()}"
     page_idle(api)
     job_id = started(api, "testing/sleep", {"seconds": 0, "media_size": 100}, callback=receiver.url + path)
-    wait_until(
-        lambda: len(rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id)) == len(expected_outcomes),
-        timeout=20, what=f"{len(expected_outcomes)} attempts",
-    )
-    outcomes = [o for (o,) in rows(worker, "select outcome from jobs_deliveryattempt where job_id = ? order by number", job_id)]
+    outcomes = [outcome for (outcome,) in recorded_attempts(worker, job_id, len(expected_outcomes))]
     assert outcomes == expected_outcomes
     hits = receiver.received(path)
     token = json.loads(hits[0].body)["result"]["media"]["url"].rsplit("/", 1)[1]
@@ -420,11 +429,7 @@ def test_a_refused_connection_is_tried_four_times(api, worker):
     page_idle(api)
     closed_port = WorkerProcess(worker.store).port  # a free port nobody listens on
     job_id = started(api, "web/state", callback=f"http://127.0.0.1:{closed_port}/hook")
-    wait_until(
-        lambda: len(rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id)) == 4, timeout=20,
-        what="four attempts",
-    )
-    outcomes = rows(worker, "select number, outcome, error from jobs_deliveryattempt where job_id = ? order by number", job_id)
+    outcomes = recorded_attempts(worker, job_id, 4, "number, outcome, error")
     assert [(n, o) for n, o, _ in outcomes] == [(1, "retry"), (2, "retry"), (3, "retry"), (4, "gave_up")]
     assert all("network error" in e for _, _, e in outcomes)
 
@@ -545,3 +550,24 @@ def test_activity_counts_jobs_until_they_end_and_webhooks_until_delivered(api, r
     assert api.get("/activity").json()["webhooks_pending"] == 1
     wait_until(lambda: api.get(f"/jobs/{hooked}").status_code == 404, what="the delivery")
     assert api.get("/activity").json()["webhooks_pending"] == 0
+
+
+def test_delivery_history_goes_with_its_job_and_logs_show_no_credentials_of_a_callback(api, worker, receiver):
+    # A receiver URL with credentials in its user-info and its query string.
+    callback = receiver.url.replace("http://", "http://hooks:hunter2@") + "/500,200/credentials?token=s3cret&x=1"
+    shown = receiver.url + "/500,200/credentials?…"
+    page_idle(api)
+    job_id = started(api, "web/state", callback=callback)
+    assert recorded_attempts(worker, job_id, 2) == [("retry",), ("delivered",)]
+    assert f"webhook {job_id} attempt 1 to {shown}: retry (the receiver answered HTTP 500)" in worker.log()
+    assert f"webhook {job_id} attempt 2 to {shown}: delivered (200)" in worker.log()
+    assert "hunter2" not in worker.log() and "s3cret" not in worker.log()
+    # The history is swept at the end of the job's webhook window (2 s here), never kept for ever.
+    wait_until(lambda: not rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id), timeout=20,
+               what="the delivered job's attempts to be swept")
+
+    # A job a client forgets takes its history with it at once.
+    forgotten = started(api, "web/state", callback=receiver.url + "/500/forgotten")
+    recorded_attempts(worker, forgotten, 1)
+    assert api.delete(f"/jobs/{forgotten}").status_code == 204
+    assert rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", forgotten) == []

@@ -86,6 +86,7 @@ class Command(BaseCommand):
         supervisor = supervision.running = supervision.Supervisor(loaded)
         listened = run_daphne(
             WakerApplication(get_asgi_application(), supervisor),
+            server_name="waker",
             host=host,
             port=port,
             # Called only once the port is bound: no worker starts for a waker that cannot listen.
