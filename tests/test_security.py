@@ -71,7 +71,12 @@ def test_the_webhook_leaves_from_the_host_not_through_any_proxy(make_worker):
         ("fc00::1", True), ("fd00:ec2::254", True), ("100.64.0.1", True), ("100.100.100.200", True),
         ("0.0.0.0", True), ("::", True), ("::ffff:127.0.0.1", True), ("::ffff:10.0.0.1", True),
         ("224.0.0.1", True), ("255.255.255.255", True),
+        # IPv6 that embeds an IPv4 address is judged by it: NAT64, local NAT64, 6to4, IPv4-compatible.
+        ("64:ff9b::7f00:1", True), ("64:ff9b::a9fe:a9fe", True), ("64:ff9b::a00:1", True),
+        ("64:ff9b:1:7f00:0:100::", True), ("64:ff9b:1:a00:0:100::", True),
+        ("2002:7f00:1::1", True), ("2002:c0a8:101::1", True), ("::7f00:1", True), ("::a00:1", True),
         ("93.184.215.14", False), ("8.8.8.8", False), ("2606:4700::1111", False), ("::ffff:8.8.8.8", False),
+        ("64:ff9b::808:808", False), ("2002:808:808::1", False), ("::808:808", False),
     ],
 )
 def test_which_addresses_the_guard_refuses(address, refused):
