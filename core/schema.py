@@ -47,7 +47,7 @@ ERROR_MEANINGS = {
     500: "An unexpected error in the worker or the action; the details are in the worker's log.",
     502: "The browser failed the step (a navigation error, a crashed tab).",
     503: "The browser is not running.",
-    507: "The media store is full (MEDIA_MAX_MB).",
+    507: "The media store is full (MEDIA_MAX_MB), or the answer is larger than RESULT_MAX_BYTES.",
 }
 # Every POST body goes through `read_json_body`.
 BODY_ERRORS = (413, 422)

@@ -110,12 +110,19 @@ MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
 MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)
 SWEEP_S = env_float("SWEEP_S", 60)
 PURGE_S = env_float("PURGE_S", 300)
+# The largest answer a plugin action may give, in bytes of JSON: a larger one
+# answers 507, for a plain call and a job alike, and nothing of it is kept.
+RESULT_MAX_BYTES = env_int("RESULT_MAX_BYTES", 32 * 1024 * 1024)
 # The time limit of a plugin action that declares none of its own.
 ACTION_TIMEOUT_S = env_float("ACTION_TIMEOUT_S", 300)
 # The tallest capture one screenshot takes, in CSS pixels: a full page (or an
 # element) taller than it is captured in parts and joined, for one capture of
 # a very tall page comes back blank below a point Chromium does not report.
 SCREENSHOT_PART_HEIGHT = env_int("SCREENSHOT_PART_HEIGHT", 16384)
+# A part's decoded pixels at most (64 Mi, about 256 MB as RGBA): a page or an
+# element too wide for a part of that height is captured in lower parts, so
+# no capture is one huge bitmap and Pillow's decompression-bomb limit is never reached.
+SCREENSHOT_PART_PIXELS = env_int("SCREENSHOT_PART_PIXELS", 64 * 1024 * 1024)
 # How long request-log rows are kept.
 REQUEST_LOG_RETENTION_S = env_float("REQUEST_LOG_RETENTION_S", 7 * 24 * 3600)
 # The request log: on by default; rows are buffered in memory and written in

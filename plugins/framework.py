@@ -216,10 +216,17 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         return 500, error_body(f"{action.route} returned no result object.", page_id)
     try:
         # A job stores the result as JSON and a plain call sends it: both need strict JSON.
-        json.dumps(result, allow_nan=False)
+        encoded = json.dumps(result, allow_nan=False)  # ASCII: its length is its size in bytes
     except (TypeError, ValueError):
         log.error("%s returned a result that is not strict JSON", action.route)
         return 500, error_body(f"{action.route} returned a result that cannot be sent as JSON.", page_id)
+    if len(encoded) > settings.RESULT_MAX_BYTES:
+        log.warning("%s answered %d bytes of JSON, past RESULT_MAX_BYTES", action.route, len(encoded))
+        return 507, error_body(
+            f"{action.route} answered {len(encoded)} bytes of JSON, more than RESULT_MAX_BYTES "
+            f"({settings.RESULT_MAX_BYTES}); nothing of it was kept. Ask for less, or for files.",
+            page_id,
+        )
     return 200, {"success": True, "page_id": page_id, **result}
 
 

@@ -138,3 +138,20 @@ def test_the_waker_refuses_large_bodies_before_its_proxy_reads_them(tmp_path):
         assert waker.persona("p1")["state"] == "stopped"  # no body woke the sleepy worker
     finally:
         waker.stop()
+
+
+def test_a_result_past_result_max_bytes_answers_507_for_a_call_and_a_job_and_keeps_nothing(make_worker):
+    worker = make_worker({"RESULT_MAX_BYTES": "1000"})
+    with worker.client() as api:
+        assert api.post("/main/plugin/testing/blob", json={"size": 500}).status_code == 200
+        refused = api.post("/main/plugin/testing/blob", json={"size": 2000})
+        assert refused.status_code == 507
+        assert refused.json() == {
+            "success": False,
+            "error": "testing/blob answered 2012 bytes of JSON, more than RESULT_MAX_BYTES (1000); nothing of it was "
+            "kept. Ask for less, or for files.",
+            "page_id": "main",
+        }
+        job = api.post("/main/plugin/testing/blob", json={"size": 2000}, headers={"X-Result-Ttl": "60"}).json()
+        ended = api.get(f"/jobs/{job['job_id']}", params={"wait": 30}).json()
+        assert (ended["state"], ended["status"], ended["result"]) == ("done", 507, refused.json())

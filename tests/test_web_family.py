@@ -411,6 +411,18 @@ def test_capture_keeps_at_most_its_limit_and_counts_the_rest(api, site):
     assert len(answer["captured"]) == 2 and answer["captured_dropped"] == 2
 
 
+def test_capture_answers_inline_no_more_than_its_total_and_the_rest_as_files(api, site):
+    fetches = once("[1, 2, 3, 4].map(n => fetch('/api/items?count=' + n))")
+    answer = call(api, "open", url=site.url + "/box.html", capture=["**/api/items*"], capture_inline_total=200,
+                  wait_for={"function": fetches, "timeout_ms": 5000})  # fmt: skip
+    captured = answer["captured"]
+    assert len(captured) == 4 and all(entry["size"] > 60 for entry in captured)
+    inline = [entry for entry in captured if "json" in entry]
+    assert inline and sum(entry["size"] for entry in inline) <= 200
+    assert all("media" in entry for entry in captured if "json" not in entry)
+    assert sum(entry["size"] for entry in captured) > 200  # so some went to files
+
+
 def test_collect_captures_across_its_pages(api, site):
     call(api, "open", url=list_url(site, pages=2))
     answer = call(api, "collect", item_selector=".row a", next={"selector": "a.next"}, capture=["**/list?*"], scroll_pause_ms=0)

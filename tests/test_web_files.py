@@ -343,3 +343,19 @@ def test_a_pdf_with_options_runs_as_a_job(api, worker, site):
     data = download(api, worker, result["media"])
     assert page_count(data) == 1
     assert_size(media_boxes(data), 842, 595)
+
+
+def test_a_wide_page_that_fits_one_part_tall_still_obeys_the_pixel_bound(make_worker, site):
+    # 2000 x 1500 px is 3 Mpx: past a 1 Mpx bound it is captured in parts of
+    # 500 rows and joined (before, one capture held any width whole).
+    worker = make_worker({"SCREENSHOT_PART_PIXELS": "1000000"})
+    with worker.client() as api:
+        call(api, "open", url=site.url + "/")
+        evaluate(api, "document.body.style.margin = '0'; document.body.innerHTML = "
+                      "'<div style=\"width:2000px;height:1500px;background:rgb(40,120,200)\"></div>'; 0")
+        answer = call(api, "screenshot", full_page=True)
+        assert (answer["width"], answer["height"], answer["parts"]) == (2000, 1500, 3)
+        image = decode(download(api, worker, answer["media"]))
+        assert image.size == (2000, 1500) and image.getpixel((1999, 1499))[:3] == (40, 120, 200)
+        jpeg = call(api, "screenshot", full_page=True, format="jpeg")
+        assert jpeg["parts"] == len(jpeg["files"]) == 3 and jpeg["height"] == 1500

@@ -68,7 +68,8 @@ class Unavailable(PenelopeError):
 
 
 class StorageFull(PenelopeError):
-    """507: the worker's media store is full (MEDIA_MAX_MB)."""
+    """507: the worker's media store is full (MEDIA_MAX_MB), or a plugin's
+    answer is larger than its RESULT_MAX_BYTES."""
 
 
 class InvalidSignature(ValueError):

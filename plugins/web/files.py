@@ -31,10 +31,6 @@ from plugins.web.base import ReadParams, action, first_match, wait_for
 # --- screenshots ---------------------------------------------------------------------
 
 JPEG_MAX_SIDE = 65_535
-# A part's decoded pixels at most (about 256 MB as RGBA): a very wide page is
-# captured in lower parts, so the join's memory stays bounded, and Pillow's
-# decompression-bomb limit is never reached.
-MAX_PART_PIXELS = 64 * 1024 * 1024
 
 # The size Playwright gives a full-page capture, in CSS pixels.
 PAGE_SIZE_JS = """() => {
@@ -78,40 +74,53 @@ async def screenshot(page: Page, params: dict[str, Any], ctx: Context) -> dict[s
     if kind == "jpeg":
         part_height = min(part_height, JPEG_MAX_SIDE)
 
-    images, parts = await capture(page, params, options, part_height)
-    sizes = [image_size(image) for image in images]
     extension = "png" if kind == "png" else "jpg"
-    files = []
-    for number, image in enumerate(images, start=1):
-        filename = f"screenshot.{extension}" if len(images) == 1 else f"screenshot-{number}.{extension}"
+    files: list[dict[str, Any]] = []
+    sizes: list[tuple[int, int]] = []
+
+    async def store(image: bytes, single: bool) -> None:
+        """Each image is stored as it is taken: a JPEG's parts are never held together."""
+        sizes.append(image_size(image))
+        filename = f"screenshot.{extension}" if single else f"screenshot-{len(files) + 1}.{extension}"
         files.append(await ctx.put_media(image, content_type=f"image/{kind}", filename=filename))
+
+    clips = await plan_clips(page, params, part_height)
+    if clips is None:
+        await store(await capture_whole(page, params, options), single=True)
+    elif kind == "png":
+        await store(await joined_png(page, clips), single=True)
+    else:
+        for clip in clips:
+            await store(await page.screenshot(clip=clip, full_page=True, **options), single=len(clips) == 1)
     return {
         "media": files[0],
         "files": files,
         "width": sizes[0][0],
         "height": sum(height for _, height in sizes),
-        "parts": parts,
+        "parts": 1 if clips is None else len(clips),
     }
 
 
-async def capture(page: Page, params: dict[str, Any], options: dict[str, Any], part_height: int) -> tuple[list[bytes], int]:
-    """The images the call asks for, and how many captures they took: one
-    capture when the area fits one part, else parts joined (PNG) or in order (JPEG)."""
+async def plan_clips(page: Page, params: dict[str, Any], part_height: int) -> list[dict[str, int]] | None:
+    """None when one capture takes the area (the viewport, or a page or an
+    element no taller than a part and within SCREENSHOT_PART_PIXELS); else the clips
+    that cover it, each within both bounds (a very wide page gets lower parts)."""
     if params.get("selector"):
-        element = await first_match(page, params["selector"])
-        area = await element.evaluate(ELEMENT_RECT_JS)
-        if area["height"] <= part_height:
-            return [await element.screenshot(**options)], 1
+        area = await (await first_match(page, params["selector"])).evaluate(ELEMENT_RECT_JS)
     elif params["full_page"]:
         area = {"x": 0, "y": 0, **await page.evaluate(PAGE_SIZE_JS)}
-        if area["height"] <= part_height:
-            return [await page.screenshot(full_page=True, **options)], 1
     else:
-        return [await page.screenshot(**options)], 1
-    clips = part_clips(area, min(part_height, max(1, MAX_PART_PIXELS // max(1, area["width"]))))
-    if options["type"] == "png":
-        return [await joined_png(page, clips)], len(clips)
-    return [await page.screenshot(clip=clip, full_page=True, **options) for clip in clips], len(clips)
+        return None
+    part_height = min(part_height, max(1, settings.SCREENSHOT_PART_PIXELS // max(1, area["width"])))
+    if area["height"] <= part_height:
+        return None
+    return part_clips(area, part_height)
+
+
+async def capture_whole(page: Page, params: dict[str, Any], options: dict[str, Any]) -> bytes:
+    if params.get("selector"):
+        return await (await first_match(page, params["selector"])).screenshot(**options)
+    return await page.screenshot(full_page=params["full_page"], **options)
 
 
 def part_clips(area: dict[str, int], part_height: int) -> list[dict[str, int]]:

@@ -40,6 +40,10 @@ class CaptureParams(serializers.Serializer):
     capture = serializers.ListField(child=UrlGlob(max_length=2000), min_length=1, max_length=20, required=False)
     capture_limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     capture_inline_bytes = serializers.IntegerField(min_value=0, max_value=10_000_000, default=1_000_000)
+    capture_inline_total = serializers.IntegerField(
+        min_value=0, max_value=32 * 1024 * 1024, default=8 * 1024 * 1024,
+        help_text="Bytes of bodies answered inline in one call, all together; the rest are stored as files.",
+    )
 
 
 def glob_pattern(glob: str) -> re.Pattern[str]:
@@ -87,10 +91,12 @@ class Captured:
     patterns: list[re.Pattern[str]]
     limit: int
     inline_bytes: int
+    inline_total: int
     ctx: Context
     reads: list[tuple[str, asyncio.Task]] = field(default_factory=list)
     dropped: int = 0
     entries: list[dict[str, Any]] = field(default_factory=list)
+    inline_used: int = 0  # bytes answered inline so far, against inline_total
 
     def on_response(self, response: Response) -> None:
         if not any(pattern.fullmatch(response.url) for pattern in self.patterns):
@@ -114,7 +120,9 @@ class Captured:
         except PlaywrightError as error:  # a redirect, or a body the browser no longer holds
             return {**entry, "error": f"the body is not available: {error.message.splitlines()[0][:200]}"}
         entry["size"] = len(body)
-        if len(body) <= self.inline_bytes and TEXT_TYPES.match(content_type or "text/"):
+        inline = len(body) <= self.inline_bytes and self.inline_used + len(body) <= self.inline_total
+        if inline and TEXT_TYPES.match(content_type or "text/"):
+            self.inline_used += len(body)  # no await since the check: reads running beside it see it
             text = body.decode("utf-8", errors="replace")
             if JSON_TYPES.match(content_type):
                 with contextlib.suppress(ValueError):
@@ -163,7 +171,11 @@ async def capture(page: Page, params: dict[str, Any], ctx: Context) -> AsyncIter
         yield NoCapture()
         return
     captured = Captured(
-        [glob_pattern(glob) for glob in params["capture"]], params["capture_limit"], params["capture_inline_bytes"], ctx
+        [glob_pattern(glob) for glob in params["capture"]],
+        params["capture_limit"],
+        params["capture_inline_bytes"],
+        params["capture_inline_total"],
+        ctx,
     )
     page.on("response", captured.on_response)
     try:
