@@ -45,6 +45,15 @@ RESERVED_PAGE_IDS = frozenset(
 )
 
 
+def page_of_path(path: str) -> str | None:
+    """The page a request path names (`/api/v1/<page_id>/...`), or None."""
+    prefix = "/api/v1/"
+    if not path.startswith(prefix):
+        return None
+    segment = path[len(prefix):].split("/", 1)[0]
+    return segment if PAGE_ID_PATTERN.fullmatch(segment) and segment not in RESERVED_PAGE_IDS else None
+
+
 def validate_page_id(page_id: str) -> str:
     if not PAGE_ID_PATTERN.fullmatch(page_id or ""):
         raise ApiError(

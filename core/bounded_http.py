@@ -13,7 +13,9 @@ further. So a request costs at most MAX_BODY_BYTES, with or without the key.
 Override of a framework, fenced: daphne 4.2.3's `HTTPFactory.buildProtocol`
 gives each connection `daphne.http_protocol.WebRequest`, looked up in its
 module when a connection is made; `install()` puts `BoundedRequest` there.
-`tests/test_bounds.py` fails loudly if daphne stops looking it up so.
+The request line is read from Twisted's `HTTPChannel._command` and `_path`
+(Twisted sets a request's own only once its body is in).
+`tests/test_bounds.py` fails loudly if either changes.
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Callable
 
 from daphne import http_protocol
 from django.conf import settings
 
 log = logging.getLogger("penelope.serving")
 
-# Who refuses: "worker" or "waker", for the sentence.
+# Who refuses: "worker" or "waker", for the sentence; and the page a path
+# names, for the envelope's page_id, as the view would have answered it.
 _server_name = "worker"
+_page_of: Callable[[str], str | None] = lambda path: None  # noqa: E731
 
 
 class BoundedRequest(http_protocol.WebRequest):
@@ -58,11 +63,15 @@ class BoundedRequest(http_protocol.WebRequest):
         self._refused = True
         self.content = io.BytesIO()  # what Twisted closes at the end of the request
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        # The request line as the channel parsed it: the request's own `method`
+        # and `uri` are set only once the whole body is in.
+        method = getattr(self.channel, "_command", b"").decode("latin-1")
+        path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
         body = json.dumps(
             {
                 "success": False,
                 "error": f"The request body is larger than the {_server_name} accepts (MAX_BODY_BYTES, {limit} bytes).",
-                "page_id": None,
+                "page_id": _page_of(path),
             },
             separators=(",", ":"),
         ).encode()
@@ -72,15 +81,16 @@ class BoundedRequest(http_protocol.WebRequest):
             b"Content-Length: " + str(len(body)).encode() + b"\r\n"
             b"Connection: close\r\n\r\n"
         )
-        log.info("refused a request body past MAX_BODY_BYTES (%s): %s %s", what, self.method.decode(errors="replace"),
-                 self.uri.decode(errors="replace").split("?")[0][:200])
+        log.info("refused a request body past MAX_BODY_BYTES (%s): %s %s", what, method, path[:200])
         transport = self.channel.transport
         transport.write(head + body)
         transport.loseConnection()  # stops reading: the rest of the body is never received
 
 
-def install(server_name: str) -> None:
+def install(server_name: str, page_of: Callable[[str], str | None] | None = None) -> None:
     """Make daphne build every request as a BoundedRequest (before the server runs)."""
-    global _server_name
+    global _server_name, _page_of
     _server_name = server_name
+    if page_of is not None:
+        _page_of = page_of
     http_protocol.WebRequest = BoundedRequest

@@ -82,6 +82,7 @@ def run_daphne(
     on_ready: Callable[[], object],
     on_stop: Callable[[], Awaitable[object]],
     server_name: str = "worker",
+    page_of: Callable[[str], str | None] | None = None,
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
@@ -93,7 +94,7 @@ def run_daphne(
     loop = event_loop()
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
 
-    bounded_http.install(server_name)
+    bounded_http.install(server_name, page_of)
     server = daphne.server.Server(
         application=application,
         endpoints=[f"tcp:port={port}:interface={host}"],

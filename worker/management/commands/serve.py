@@ -86,8 +86,11 @@ class Command(BaseCommand):
             loop.run_until_complete(runtime.stop())
             raise CommandError(str(error)) from None
 
+        from browser.pages import page_of_path
+
         listened = run_daphne(
-            application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop
+            application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
+            page_of=page_of_path,
         )
         if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")
