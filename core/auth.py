@@ -1,6 +1,14 @@
-"""The bearer key: one constant-time check, used by the DRF authentication
+"""The bearer keys: one constant-time check, used by the DRF authentication
 class that refuses a request and by the activity gate that decides whether a
-request counts as a client's."""
+request counts as a client's.
+
+Two roles. A full key (PENELOPE_KEY; two, separated by a space, during a
+rotation, both working, the first signing X-Penelope-Signature) may do
+anything. A read key (PENELOPE_READ_KEYS) may read: polls and long-polls,
+the job list, pages, events, metrics, media links, activity, workload and
+the schema; a start, a call, a cancel, a lease or a page change answers 403.
+A dashboard or a monitor then never holds a key that can point webhooks
+anywhere."""
 
 from __future__ import annotations
 
@@ -10,55 +18,93 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
 REALM = 'Bearer realm="penelope"'
 KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
+READ_ONLY = (
+    "This key may only read (PENELOPE_READ_KEYS): starting a job, calling a plugin or a primitive, "
+    "cancelling or forgetting a job, leases and page changes need the worker's key."
+)
+FULL, READ = "full", "read"
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def full_keys() -> list[str]:
+    """PENELOPE_KEY's keys: one, or two during a rotation (the first signs)."""
+    return settings.PENELOPE_KEY.split()
+
+
+def signing_key() -> str:
+    """The key X-Penelope-Signature is keyed with: PENELOPE_KEY's first."""
+    keys = full_keys()
+    return keys[0] if keys else ""
+
+
+def key_role(authorization: str) -> str | None:
+    """FULL or READ for an Authorization header's bearer key, else None.
+    Every key is compared, each in constant time, whichever matches."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    given_bytes = given.strip().encode(errors="replace")
+    role = None
+    for keys, name in ((settings.PENELOPE_READ_KEYS, READ), (full_keys(), FULL)):
+        for key in keys:
+            if hmac.compare_digest(given_bytes, key.encode()):
+                role = name
+    return role
 
 
 def key_matches(request: HttpRequest) -> bool:
-    """Whether the request carries `Authorization: Bearer <PENELOPE_KEY>`,
+    """Whether the request carries one of the worker's keys, full or read,
     compared in constant time. A worker without a key accepts none."""
     return authorization_matches(request.headers.get("Authorization", ""))
 
 
 def authorization_matches(authorization: str) -> bool:
     """`key_matches` for an Authorization header's value (an event socket's handshake)."""
-    key = settings.PENELOPE_KEY
-    scheme, _, given = authorization.partition(" ")
-    if not key or scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode(errors="replace"), key.encode())
+    return key_role(authorization) is not None
 
 
 class KeyHolder:
-    """Whoever holds the worker's key: the persona's one client. It stands
-    where DRF expects a user; there are no accounts on the API."""
+    """Whoever holds one of the worker's keys, and its role. It stands where
+    DRF expects a user; there are no accounts on the API."""
 
     is_authenticated = True
 
+    def __init__(self, role: str) -> None:
+        self.role = role
+
     def __repr__(self) -> str:
-        return "KeyHolder()"
+        return f"KeyHolder({self.role})"
 
 
-KEY_HOLDER = KeyHolder()
+HOLDERS = {FULL: KeyHolder(FULL), READ: KeyHolder(READ)}
 
 
 class BearerKey(BaseAuthentication):
-    """The worker's key in `Authorization: Bearer`. Without it the request
-    is not authenticated (None), and `HasKey` answers 401 with `REALM`."""
+    """A key in `Authorization: Bearer`. Without one the request is not
+    authenticated (None), and `HasKey` answers 401 with `REALM`."""
 
     def authenticate(self, request: Any) -> tuple[KeyHolder, str] | None:
-        if key_matches(request._request):
-            return KEY_HOLDER, "bearer"
-        return None
+        role = key_role(request._request.headers.get("Authorization", ""))
+        return (HOLDERS[role], "bearer") if role else None
 
     def authenticate_header(self, request: Any) -> str:
         return REALM
 
 
 class HasKey(BasePermission):
+    """A key, and a full one for anything but a read: a read key may GET any
+    route but a plugin call (`acts = True` on the view: a GET runs it)."""
+
     message = KEY_REQUIRED
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        return request.auth is not None
+        if request.auth is None:
+            return False
+        if request.user.role == READ and (request.method not in READ_METHODS or getattr(view, "acts", False)):
+            raise PermissionDenied(READ_ONLY)
+        return True

@@ -29,6 +29,7 @@ from django.db.models import Q
 
 from activity.tracker import tracker
 from core import events, metrics
+from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
 from core.tasks import spawn
 from jobs import claims
@@ -159,7 +160,7 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
         "User-Agent": USER_AGENT,
         "X-Penelope-Job": attempt.job_id,
         "X-Penelope-Attempt": str(attempt.number),
-        "X-Penelope-Signature": sign(attempt.body, settings.PENELOPE_KEY),
+        "X-Penelope-Signature": sign(attempt.body, signing_key()),
     }
     started_at = time.time()
     headers.update(standard_headers(attempt.job_id, attempt.body, settings.WEBHOOK_SECRET, started_at))

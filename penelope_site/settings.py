@@ -65,6 +65,9 @@ def _stored(path: Path) -> str:
 # The bearer key and webhook signing key. `serve` generates one when neither
 # the environment nor the store has it.
 PENELOPE_KEY = env_str("PENELOPE_KEY") or _stored(KEY_FILE)
+# Keys that may read and nothing else (core/auth.py), space-separated, each at
+# least 32 characters: for a dashboard or a monitor.
+PENELOPE_READ_KEYS = env_str("PENELOPE_READ_KEYS").split()
 # The Standard Webhooks signing secret (`whsec_` + base64), separate from the
 # key so that a receiver never holds the API key; two, separated by a space,
 # during a rotation. `serve` generates one when neither the environment nor
@@ -185,7 +188,7 @@ def secret_key_from(key: str) -> str:
 # Without DJANGO_SECRET_KEY, derived from PENELOPE_KEY; `serve` derives it again
 # when it generates the key on a fresh store, so it is never a public default.
 SECRET_KEY_FROM_ENV = bool(env_str("DJANGO_SECRET_KEY"))
-SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secret_key_from(PENELOPE_KEY or secrets_token())
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secret_key_from((PENELOPE_KEY.split() or [""])[0] or secrets_token())
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = ["*"]
 

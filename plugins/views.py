@@ -178,6 +178,7 @@ def primitive_operation() -> dict[str, Any]:
 
 class PluginCall(ApiView):
     jobs: JobStarter | None = None  # set by the URL configuration
+    acts = True  # a GET runs the action: a read key may not
     schema = DescribedByView()
 
     def describe(self, method: str) -> dict[str, Any]:

@@ -52,6 +52,14 @@ def error_response(error: WakerError, realm: str = "penelope-waker") -> HttpResp
     return response
 
 
+def any_key_matches(authorization: str, keys: list[str]) -> bool:
+    """`bearer_matches` for any of `keys`, each compared in constant time."""
+    matched = False
+    for key in keys:
+        matched |= bearer_matches(authorization, key)
+    return matched
+
+
 def bearer_matches(authorization: str, key: str) -> bool:
     """Constant-time check of an `Authorization: Bearer <key>` header."""
     scheme, _, given = authorization.partition(" ")

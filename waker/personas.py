@@ -38,8 +38,22 @@ class Persona:
     recycle_s: float
     # The worker's own settings (PENELOPE_PROXY, MAX_PAGES, ...), on top of the waker's environment.
     env: dict[str, str] = field(default_factory=dict)
-    # The worker's bearer key: the waker needs it to read the worker's activity.
+    # The worker's PENELOPE_KEY as the worker gets it: one key, or two during a
+    # rotation; the waker reads the worker's activity with the first.
     key: str = ""
+
+    @property
+    def reading_key(self) -> str:
+        keys = self.key.split()
+        return keys[0] if keys else ""
+
+    @property
+    def accepted_keys(self) -> list[str]:
+        """Every key the worker takes, full or read (PENELOPE_READ_KEYS, the
+        persona's or the waker's environment, which its worker inherits): the
+        waker's proxy lets a request through with any of them."""
+        read = self.env.get("PENELOPE_READ_KEYS") or os.environ.get("PENELOPE_READ_KEYS", "")
+        return self.key.split() + read.split()
 
     @property
     def base_url(self) -> str:

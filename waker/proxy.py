@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from waker.api import WORKER_KEY_REQUIRED, bearer_matches, encode, error_body
+from waker.api import WORKER_KEY_REQUIRED, any_key_matches, encode, error_body
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
 log = logging.getLogger("penelope.waker")
@@ -91,8 +91,9 @@ class WakerApplication:
                     send, 503, f"Persona {name}'s worker is {worker.state}; a request with its key starts it."
                 )
                 return
-        elif not bearer_matches(headers.get(b"authorization", b"").decode("latin-1"), worker.persona.key):
-            # Checked here too, so a client without the key cannot wake a worker.
+        elif not any_key_matches(headers.get(b"authorization", b"").decode("latin-1"), worker.persona.accepted_keys):
+            # Checked here too, so a client without a key cannot wake a worker;
+            # what a read key may do is the worker's to say.
             await send_error(send, 401, WORKER_KEY_REQUIRED, realm="penelope")
             return
         url = worker.persona.base_url + target.decode("latin-1")

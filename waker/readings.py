@@ -25,7 +25,7 @@ class ActivityUnreadable(Exception):
 
 
 def auth_headers(persona: Persona) -> dict[str, str]:
-    return {"Authorization": f"Bearer {persona.key}"}
+    return {"Authorization": f"Bearer {persona.reading_key}"}
 
 
 async def until_healthy(

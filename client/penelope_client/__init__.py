@@ -15,6 +15,7 @@ from penelope_client.client import Job, Lease, Penelope
 from penelope_client.errors import (
     BrowserError,
     Busy,
+    Forbidden,
     InvalidSignature,
     Leased,
     NotFound,
@@ -42,6 +43,7 @@ __all__ = [
     "BrowserError",
     "Busy",
     "EventStream",
+    "Forbidden",
     "InvalidSignature",
     "Job",
     "Lease",

@@ -32,6 +32,11 @@ class Unauthorized(PenelopeError):
     """401: no key, or a wrong one."""
 
 
+class Forbidden(PenelopeError):
+    """403: a read key (PENELOPE_READ_KEYS) asked for more than a read: a
+    start, a call, a cancel, a lease or a page change."""
+
+
 class NotFound(PenelopeError):
     """404: no such page, plugin action, job, media file, persona or route; or a
     plugin's own "not found"."""
@@ -80,6 +85,7 @@ class InvalidSignature(ValueError):
 BY_STATUS: dict[int, type[PenelopeError]] = {
     400: Refused,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     408: Timeout,
     409: Busy,

@@ -37,6 +37,22 @@ def ensure_key(stdout) -> None:
     say_generated(stdout, "PENELOPE_KEY", settings.KEY_FILE)
 
 
+class BadReadKeys(ValueError):
+    """PENELOPE_READ_KEYS holds a key too short to guess at, or a full key."""
+
+
+def check_read_keys() -> None:
+    """Each read key is at least 32 characters, and none is a full key."""
+    for number, key in enumerate(settings.PENELOPE_READ_KEYS, start=1):
+        if len(key) < 32:
+            raise BadReadKeys(
+                f"PENELOPE_READ_KEYS: key {number} has {len(key)} characters; each needs at least 32 "
+                "(`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'` makes one)."
+            )
+        if key in settings.PENELOPE_KEY.split():
+            raise BadReadKeys(f"PENELOPE_READ_KEYS: key {number} is also in PENELOPE_KEY; a read key must be a key of its own.")
+
+
 def ensure_webhook_secret(stdout) -> None:
     """Generate WEBHOOK_SECRET when neither the environment nor the store has
     one, and refuse to start with a malformed one."""
@@ -60,10 +76,11 @@ class Command(BaseCommand):
         from plugins.framework import PluginsInvalid, families
 
         try:
+            check_read_keys()
             check_port_free(host, port, setting="PENELOPE_PORT")
             families()  # a typo in PENELOPE_PLUGINS is said now, not at the first call
             self._store_lock = store_lock.acquire()
-        except (PortInUse, PluginsInvalid, store_lock.StoreInUse) as error:
+        except (BadReadKeys, PortInUse, PluginsInvalid, store_lock.StoreInUse) as error:
             raise CommandError(str(error)) from None
         tighten_store()
         # Everything that builds a URL to this worker (the demo family) reads these.
