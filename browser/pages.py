@@ -121,6 +121,8 @@ class ManagedPage:
     tab_generation: int = 0
     # Why the last tab was lost, said to the call that was on it.
     fault: str | None = None
+    # BROWSER_REFUSE_PRIVATE refused a navigation of the tab during the call in hand: why.
+    refused: str | None = None
     # Ends the call in hand when its tab is lost (set by plugins.calls.run_claimed).
     on_tab_lost: Callable[[], None] | None = None
     # The last replacement of the tab, shown in the page's state:
@@ -361,6 +363,11 @@ class PageRegistry:
 
     def idle(self) -> bool:
         return not any(page.busy or page.waiting for page in self.pages.values())
+
+    def navigation_refused(self, tab: Page, refusal: str) -> None:
+        for page in self.pages.values():
+            if page.tab is tab:
+                page.refused = refusal
 
     def call_ended(self) -> None:
         if self.browser is not None:

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
 
+from browser.guard import PrivateGuard
 from core import events, metrics
 
 log = logging.getLogger("penelope.browser")
@@ -140,6 +141,9 @@ class BrowserListener(Protocol):
     def idle(self) -> bool:
         """No call, job or waiter on any page: a recycle may begin."""
 
+    def navigation_refused(self, tab: Page, refusal: str) -> None:
+        """BROWSER_REFUSE_PRIVATE refused a navigation of `tab`'s main frame."""
+
 
 class BrowserUnavailable(Exception):
     """The browser cannot take a call now; the message says why."""
@@ -227,6 +231,7 @@ class Browser:
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
         self.cookie_jar = CookieJar()
+        self.guard = PrivateGuard(self._navigation_refused)
 
     # --- launching ---------------------------------------------------------------
 
@@ -259,6 +264,8 @@ class Browser:
             )
             context.on("close", self._context_closed)
             self.context = context
+            if settings.BROWSER_REFUSE_PRIVATE:
+                await context.route("**/*", self.guard.handle)
             first_tab = context.pages[0] if context.pages else await self.new_tab()
         except BaseException:
             await self._shut_down()
@@ -267,6 +274,10 @@ class Browser:
         self.recycle_due = None
         log.info("browser started: %s", self.executable)
         return first_tab
+
+    def _navigation_refused(self, tab: Page, refusal: str) -> None:
+        if self.listener is not None:
+            self.listener.navigation_refused(tab, refusal)
 
     def _set_up(self) -> None:
         self.state = BrowserState.UP

@@ -109,6 +109,8 @@ WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
 WEBHOOK_POLL_S = env_float("WEBHOOK_POLL_S", 5)
 # Opt-in: refuse callbacks into loopback, private, link-local and metadata addresses.
 WEBHOOK_REFUSE_PRIVATE = env_bool("WEBHOOK_REFUSE_PRIVATE", False)
+# Opt-in: the browser refuses requests into them too (browser/guard.py).
+BROWSER_REFUSE_PRIVATE = env_bool("BROWSER_REFUSE_PRIVATE", False)
 MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
 MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)
 SWEEP_S = env_float("SWEEP_S", 60)

@@ -36,12 +36,15 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
             return Outcome(error.status, error_body(error.message, page.name), time.time(), 0.0)
         generation = page.tab_generation
         page.on_tab_lost = ctx.end_now
+        page.refused = None
         try:
             outcome = await run_action(action, tab, params, ctx)
         finally:
             page.on_tab_lost = None
         if page.tab_generation != generation:
             outcome = Outcome(502, error_body(page.fault, page.name), outcome.started_at, outcome.duration_s)
+        elif page.refused is not None:  # BROWSER_REFUSE_PRIVATE: whatever the action made of the 403 page
+            outcome = Outcome(403, error_body(page.refused, page.name), outcome.started_at, outcome.duration_s)
         return outcome
     finally:
         page.release(claim)

@@ -107,3 +107,36 @@ def guarded(tmp_path_factory):
     with worker.client() as api:
         yield worker, api
     worker.stop()
+
+
+def test_the_opt_in_browser_guard_refuses_private_addresses_for_every_caller(make_worker, site):
+    worker = make_worker({"BROWSER_REFUSE_PRIVATE": "1"})
+    port = site.url.rsplit(":", 1)[1]
+    refused = (
+        f"The browser refused http://127.0.0.1:{port}: 127.0.0.1 is a loopback, private, link-local or metadata "
+        "address (BROWSER_REFUSE_PRIVATE)."
+    )
+    with worker.client() as api:
+        # A web action, a primitive and another family's plugin: the call answers 403 naming the address.
+        for path, body in [
+            ("/main/plugin/web/open", {"url": site.url + "/"}),
+            ("/main/primitive/goto", {"url": site.url + "/second.html"}),
+            ("/main/plugin/demo/open-account", {"handle": "alice"}),
+        ]:
+            answer = api.post(path, json=body)
+            assert answer.status_code == 403, (path, answer.text)
+            assert answer.json()["success"] is False and "(BROWSER_REFUSE_PRIVATE)" in answer.json()["error"]
+        assert api.post("/main/plugin/web/open", json={"url": site.url + "/"}).json()["error"] == refused
+        # A page's own sub-request gets a 403 that says why; the call itself goes on.
+        status = api.post("/main/primitive/evaluate", json={
+            "expression": f"fetch('{site.url}/index.html').then(async r => [r.status, await r.text()])",
+        })
+        assert status.status_code == 200 and status.json()["value"] == [403, refused]
+        # And a job ends with the same 403.
+        job = api.post("/main/plugin/web/open", json={"url": site.url + "/"}, headers={"X-Result-Ttl": "60"}).json()
+        ended = api.get(f"/jobs/{job['job_id']}", params={"wait": 30}).json()
+        assert (ended["status"], ended["result"]["error"]) == (403, refused)
+
+
+def test_without_the_browser_guard_the_same_page_opens(api, site):
+    assert api.post("/main/plugin/web/open", json={"url": site.url + "/"}).status_code == 200
