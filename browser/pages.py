@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 
-from browser.runner import BrowserUnavailable, Cause, first_line
+from browser.runner import BrowserState, BrowserUnavailable, Cause, first_line
 from core import events, metrics
 from core.api import ApiError
+from core.tasks import spawn
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -123,6 +124,10 @@ class ManagedPage:
     fault: str | None = None
     # BROWSER_REFUSE_PRIVATE refused a navigation of the tab during the call in hand: why.
     refused: str | None = None
+    # POST /pages is opening its first tab (the page is locked meanwhile).
+    opening: bool = False
+    # Where the tab was when the browser went, for `reopened`.
+    lost_url: str = ""
     # Ends the call in hand when its tab is lost (set by plugins.calls.run_claimed).
     on_tab_lost: Callable[[], None] | None = None
     # The last replacement of the tab, shown in the page's state:
@@ -165,7 +170,7 @@ class ManagedPage:
             return "closed"
         return "crashed" if self.crashed else "open"
 
-    def replaced(self, cause: str, lost_url: str) -> None:
+    def mark_reopened(self, cause: str, lost_url: str) -> None:
         self.reopened = {"cause": cause, "at": round(time.time(), 3), "lost_url": lost_url or None}
 
     # --- leases ---------------------------------------------------------------
@@ -347,19 +352,24 @@ class PageRegistry:
             else "The browser was recycled during the call."
         )
         for page in self.pages.values():
+            page.lost_url = _url_of(page.tab) or page.lost_url
             page.tab_lost(message)
 
     async def browser_up(self, first_tab: Page, cause: Cause) -> None:
         """Reopen every page under its name in the new browser: main on its
         first tab, the others in new tabs. Their URLs are lost; each page's
-        state says so (`reopened`)."""
-        for page in list(self.pages.values()):
-            if page.tab is None and page.name != MAIN_PAGE:
-                continue  # being opened (or reopened) by its own caller, who waits for this browser
-            lost_url = _url_of(page.tab)
-            tab = first_tab if page.name == MAIN_PAGE else await new_tab(self.browser, page.name)
+        state says so (`reopened`). A page being opened gets its tab from its
+        opener, who waits for this browser; a page closed meanwhile gets none."""
+        for name, page in list(self.pages.items()):
+            if page.opening:
+                continue
+            tab = first_tab if name == MAIN_PAGE else await new_tab(self.browser, name)
+            if self.pages.get(name) is not page or page.closed:  # closed while its tab opened
+                spawn(_close_quietly(tab, name), about=f"closing the tab of page {name}, closed meanwhile")
+                continue
             page.set_tab(tab)
-            page.replaced(cause.value, lost_url)
+            page.mark_reopened(cause.value, page.lost_url)
+            page.lost_url = ""
 
     def idle(self) -> bool:
         return not any(page.busy or page.waiting for page in self.pages.values())
@@ -402,15 +412,20 @@ class PageRegistry:
             )
         if self.browser is None:
             raise ApiError(503, "The browser is not running.", page_id)
-        # Reserve the name before the await so two openers cannot both pass.
-        page = ManagedPage(page_id)
+        # Reserve the name before the await so two openers cannot both pass,
+        # and hold its lock (free: no suspension) while its tab opens, so no
+        # call runs on it and no recycle begins under it.
+        page = ManagedPage(page_id, opening=True)
         self.pages[page_id] = page
+        await page.lock.acquire()
         try:
-            browser = await self.wait_for_browser(page_id, settings.PAGE_WAIT_S)
-            page.set_tab(await new_tab(browser, page_id))
+            page.set_tab(await self.open_tab(page_id, settings.PAGE_WAIT_S))
         except BaseException:
             self.pages.pop(page_id, None)
             raise
+        finally:
+            page.opening = False
+            page.lock.release()
         return page
 
     async def close(self, page_id: str, lease_id: str | None) -> None:
@@ -418,7 +433,7 @@ class PageRegistry:
         if page_id == MAIN_PAGE:
             raise ApiError(409, "Page main is the worker's default page and stays open.", page_id)
         page.check_lease(lease_id)
-        if page.tab is None or page.busy or page.waiting:
+        if page.opening or page.busy or page.waiting:
             raise page._busy_error()
         page.closed = True
         del self.pages[page_id]
@@ -427,25 +442,55 @@ class PageRegistry:
     async def reopen_tab(self, page: ManagedPage) -> None:
         """Close the page's tab and open a new one under the same name: for a
         cancelled job whose plugin would not stop (its browser calls on the old
-        tab fail from now on)."""
+        tab fail from now on). When no tab can be opened now, the page is left
+        without one: its next call opens it (`ensure_tab`)."""
         old, page.tab = page.tab, None
-        await _close_quietly(old, page.name)
-        if self.browser is not None and self.browser.context is not None:
-            page.set_tab(await new_tab(self.browser, page.name))
+        page.on_tab_lost = None  # the plugin that would not stop is no call of the page's any more
+        page.tab_generation += 1
+        spawn(_close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+        try:
+            tab = await self.open_tab(page.name, settings.PAGE_WAIT_S)
+        except ApiError as error:
+            log.warning("page %s: no new tab after a cancel (%s); its next call opens one", page.name, error.message)
+            return
+        if page.tab is None and not page.closed:
+            page.set_tab(tab)
+        else:
+            spawn(_close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
 
     async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
         """The page's tab for a call: once the browser takes calls (a relaunch
         waited for up to `wait_s`, else 503), and opened anew if its renderer
-        crashed, it went with the browser, or an action closed it."""
-        browser = await self.wait_for_browser(page.name, wait_s)
-        if page.tab is None or page.tab.is_closed() or page.crashed:
-            old = page.tab
-            cause = PAGE_CRASHED if page.crashed else None
-            page.set_tab(await new_tab(browser, page.name))
-            if cause is not None:
-                page.replaced(cause, _url_of(old))
-            await _close_quietly(old, page.name)
-        return page.tab
+        crashed, it went with the browser, or an action closed it. Nothing is
+        awaited between the tab's check and the answer, so the caller's read
+        of `tab_generation` right after belongs to this tab."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            browser = await self.wait_for_browser(page.name, max(0.0, deadline - time.monotonic()))
+            if page.tab is not None and not page.tab.is_closed() and not page.crashed:
+                return page.tab
+            old, crashed = page.tab, page.crashed
+            tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
+            if browser.state != BrowserState.UP or browser is not self.browser:
+                spawn(_close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
+                continue  # the browser went while the tab opened: wait for the next one
+            page.set_tab(tab)
+            if crashed:
+                page.mark_reopened(PAGE_CRASHED, _url_of(old))
+            spawn(_close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+
+    async def open_tab(self, page_id: str, wait_s: float) -> Page:
+        """A new tab once the browser takes calls; when it goes while the tab
+        opens (a relaunch), the next browser is waited for, within `wait_s`:
+        503 past it, 502 only when a browser that is up fails the tab."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            browser = await self.wait_for_browser(page_id, max(0.0, deadline - time.monotonic()))
+            try:
+                return await new_tab(browser, page_id)
+            except ApiError:
+                if browser.state == BrowserState.UP or time.monotonic() >= deadline:
+                    raise
 
 
 # Opening a tab and its first evaluation take milliseconds; a tab that takes
@@ -463,8 +508,6 @@ async def new_tab(browser: Browser, page_id: str) -> Page:
     or the tab never answers, and no crash event comes. So a tab must answer
     a first evaluation; one that does not is given up (closed in the
     background) and another opened, TAB_OPEN_ATTEMPTS times in all."""
-    from core.tasks import spawn
-
     failure: BaseException | None = None
     for _ in range(TAB_OPEN_ATTEMPTS):
         try:
@@ -480,6 +523,9 @@ async def new_tab(browser: Browser, page_id: str) -> Page:
         except (PlaywrightError, TimeoutError) as error:
             failure = error
             spawn(_close_quietly(tab, page_id), about=f"closing a tab of page {page_id} that did not answer")
+        except BaseException:  # cancelled (a client went away): the tab is nobody's
+            spawn(_close_quietly(tab, page_id), about=f"closing a tab of page {page_id} nobody waits for")
+            raise
     reason = first_line(failure) if failure is not None and str(failure) else "it did not answer"
     raise ApiError(502, f"The browser could not open a tab for page {page_id}: {reason}", page_id)
 

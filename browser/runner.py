@@ -175,7 +175,9 @@ class CookieJar:
         self._again = False
         self._last_read = -COOKIE_READ_EVERY_S  # monotonic
 
-    def read_soon(self, context: BrowserContext) -> None:
+    def read_soon(self, context: Callable[[], BrowserContext | None]) -> None:
+        """Read the cookies soon from the browser `context()` answers then
+        (a relaunch may change it while a read waits)."""
         from core.tasks import spawn
 
         if self._reading is not None and not self._reading.done():
@@ -183,26 +185,38 @@ class CookieJar:
             return
         self._reading = spawn(self._read(context), about="a read of the persona's cookies")
 
-    async def _read(self, context: BrowserContext) -> None:
+    async def _read(self, context: Callable[[], BrowserContext | None]) -> None:
         while True:
             pause = self._last_read + COOKIE_READ_EVERY_S - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)
             self._again = False
             self._last_read = time.monotonic()
-            try:
-                self.cookies = await asyncio.wait_for(context.cookies(), COOKIE_READ_TIMEOUT_S)
-            except Exception:  # the browser stopped meanwhile: the last read stands
-                return
+            current = context()
+            if current is not None:
+                try:
+                    self.cookies = await asyncio.wait_for(current.cookies(), COOKIE_READ_TIMEOUT_S)
+                except Exception:  # the browser stopped meanwhile: the last read stands
+                    pass
             if not self._again:
                 return
 
     async def put_back(self, context: BrowserContext) -> None:
+        """Make the new browser's cookies the last read's: cleared, then added,
+        so a cookie the last call deleted (a logout) does not come back from an
+        older profile. Best effort: a browser that refuses them keeps the
+        profile's, and the relaunch goes on."""
         if self._reading is not None:
             self._reading.cancel()
-        if self.cookies:
-            await asyncio.wait_for(context.add_cookies(self.cookies), COOKIE_READ_TIMEOUT_S)
+        if self.cookies is None:
+            return
+        try:
+            await asyncio.wait_for(context.clear_cookies(), COOKIE_READ_TIMEOUT_S)
+            if self.cookies:
+                await asyncio.wait_for(context.add_cookies(self.cookies), COOKIE_READ_TIMEOUT_S)
             log.info("%d cookie(s) put back as the last call left them", len(self.cookies))
+        except Exception as error:
+            log.warning("the cookies of the last call could not be put back (%s); the profile's stand", first_line(error))
 
 
 class Browser:
@@ -291,16 +305,17 @@ class Browser:
     async def wait_up(self, timeout_s: float) -> None:
         """Return once the browser takes calls, waiting up to `timeout_s` for
         a relaunch in progress; BrowserUnavailable otherwise."""
-        if self.state == BrowserState.UP:
-            return
-        if self.state == BrowserState.RELAUNCHING:
+        deadline = time.monotonic() + timeout_s
+        while self.state == BrowserState.RELAUNCHING and time.monotonic() < deadline:
             try:
-                async with asyncio.timeout(timeout_s):
+                async with asyncio.timeout(deadline - time.monotonic()):
                     await self._up.wait()
             except TimeoutError:
-                pass
-            if self.state == BrowserState.UP:
-                return
+                break
+            # Woken: UP or FAILED end the loop; a relaunch begun since (it
+            # clears the event) is waited for in the time left.
+        if self.state == BrowserState.UP:
+            return
         if self.state == BrowserState.FAILED:
             raise BrowserUnavailable(f"The browser could not be launched again: {self.failure}")
         raise BrowserUnavailable(f"The browser is {self.state.value}; try again in a few seconds.")
@@ -312,8 +327,10 @@ class Browser:
         if self._closing or self._stopped or context is not self.context:
             return
         self.context = None
-        if self.state == BrowserState.RELAUNCHING:
-            return  # the attempt in hand fails at its next step and is tried again
+        if self.state != BrowserState.UP:
+            # RELAUNCHING: the attempt in hand fails at its next step (or at its
+            # check of the context) and is tried again. STARTING: the start fails.
+            return
         log.warning("the browser stopped (%s); launching it again", self.executable)
         self._begin_relaunch(Cause.BROWSER_STOPPED)
 
@@ -321,6 +338,8 @@ class Browser:
         """Flip to RELAUNCHING now (no await: a caller from here on waits) and relaunch in a task."""
         from core.tasks import spawn
 
+        if self._stopped:
+            return
         self.state = BrowserState.RELAUNCHING
         self._up.clear()
         events.publish("browser.down", page_id=None, detail={"cause": cause.value})
@@ -336,10 +355,12 @@ class Browser:
         for attempt in range(1, attempts + 1):
             try:
                 first_tab = await self._launch()
-                if cause == Cause.BROWSER_STOPPED:
-                    await self.cookie_jar.put_back(self.context)  # a recycle closed cleanly: the profile has them
+                if cause == Cause.BROWSER_STOPPED:  # only after a stop: a recycle's clean close wrote them to the profile
+                    await self.cookie_jar.put_back(self.context)
                 if self.listener is not None:
                     await self.listener.browser_up(first_tab, cause)
+                if self.context is None:  # it stopped again while the pages were reopened
+                    raise BrowserUnavailable("the browser stopped again as it was launched")
                 break
             except Exception as error:
                 await self._shut_down()
@@ -363,7 +384,7 @@ class Browser:
         self._up.set()  # waiters wake and see FAILED
         log.critical("the browser cannot be launched again (%s); the worker exits", why)
         events.publish("browser.failed", page_id=None, detail={"error": why})
-        if self.on_failed is not None:
+        if self.on_failed is not None and not self._stopped:
             self.on_failed(why)
 
     # --- recycling ---------------------------------------------------------------
@@ -373,7 +394,7 @@ class Browser:
         recycle that is due begins if nothing else runs."""
         self.calls_since_launch += 1
         if self.state == BrowserState.UP and self.context is not None:
-            self.cookie_jar.read_soon(self.context)
+            self.cookie_jar.read_soon(lambda: self.context if self.state == BrowserState.UP else None)
         limit = settings.BROWSER_RECYCLE_AFTER_CALLS
         if limit and self.calls_since_launch >= limit and self.recycle_due is None:
             self.recycle_due = Cause.CALLS
@@ -389,7 +410,7 @@ class Browser:
 
     def recycle_if_due(self) -> bool:
         """Begin a due recycle when no page is in use; never under a call or job."""
-        if self.recycle_due is None or self.state != BrowserState.UP:
+        if self.recycle_due is None or self.state != BrowserState.UP or self._stopped:
             return False
         if self.listener is None or not self.listener.idle():
             return False
@@ -422,13 +443,18 @@ class Browser:
         finally:
             self._closing = False
 
-    async def close(self) -> None:
-        """At the worker's stop: no relaunch from here on."""
-        started = self.context is not None
+    async def stopping(self) -> None:
+        """The worker begins to stop: no relaunch nor recycle from here on,
+        and one in progress is cancelled (its failure would be no failure)."""
         self._stopped = True
         if self._relaunch is not None and not self._relaunch.done():
             self._relaunch.cancel()
             await asyncio.gather(self._relaunch, return_exceptions=True)
+
+    async def close(self) -> None:
+        """At the worker's stop, last: the browser closes."""
+        started = self.context is not None
+        await self.stopping()
         await self._shut_down()
         if started:
             log.info("browser closed")

@@ -4,6 +4,7 @@ Twisted drives, with a clean stop: what `serve` and `waker` share."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -67,11 +68,12 @@ def event_loop() -> asyncio.AbstractEventLoop:
 
 def stop_serving() -> None:
     """Stop `run_daphne` as a first SIGTERM would: `on_stop` runs, then it returns."""
-    from twisted.internet import reactor
+    from twisted.internet import error, reactor
 
     if reactor.running:
         log.info("stopping (asked by the worker itself)")
-        reactor.stop()
+        with contextlib.suppress(error.ReactorNotRunning):  # a stop already under way
+            reactor.stop()
 
 
 def run_daphne(
@@ -90,6 +92,7 @@ def run_daphne(
     (core/bounded_http.py). Answers whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
+    from twisted.internet.error import ReactorNotRunning
 
     loop = event_loop()
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
@@ -110,7 +113,8 @@ def run_daphne(
             os._exit(1)
         stopping.append(signum)
         log.info("stopping (signal %s)", signum)
-        reactor.stop()
+        with contextlib.suppress(ReactorNotRunning):  # the worker may be stopping by itself already
+            reactor.stop()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, request_stop, signum)

@@ -336,8 +336,10 @@ async def plugin_ended_or_cancelled(run: RunningJob, plugin: asyncio.Task) -> bo
     stopped, _ = await asyncio.wait({plugin}, timeout=settings.CANCEL_GRACE_S)
     if not stopped:
         log.warning("job %s's plugin did not stop within %g s of its cancel; its page is reopened", run.job.id, settings.CANCEL_GRACE_S)
-        await registry.reopen_tab(run.claim.page)
-        run.claim.page.release(run.claim)
+        try:
+            await registry.reopen_tab(run.claim.page)
+        finally:
+            run.claim.page.release(run.claim)
     return True
 
 

@@ -29,18 +29,21 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
     """
     page = claim.page
     ctx = ctx or Context(page_id=page.name)
+    ran = False
     try:
         try:
             tab = await registry.ensure_tab(page, settings.PAGE_WAIT_S)
         except ApiError as error:
             return Outcome(error.status, error_body(error.message, page.name), time.time(), 0.0)
-        generation = page.tab_generation
+        generation = page.tab_generation  # no await since the tab was checked
         page.on_tab_lost = ctx.end_now
         page.refused = None
+        ran = True
         try:
             outcome = await run_action(action, tab, params, ctx)
         finally:
-            page.on_tab_lost = None
+            if page.on_tab_lost == ctx.end_now:  # a cancelled job's plugin may end after the page moved on
+                page.on_tab_lost = None
         if page.tab_generation != generation:
             outcome = Outcome(502, error_body(page.fault, page.name), outcome.started_at, outcome.duration_s)
         elif page.refused is not None:  # BROWSER_REFUSE_PRIVATE: whatever the action made of the 403 page
@@ -48,7 +51,8 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
         return outcome
     finally:
         page.release(claim)
-        registry.call_ended()
+        if ran:  # a call the browser ran counts toward a recycle, and its cookies are read
+            registry.call_ended()
 
 
 async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None) -> Outcome:
@@ -56,5 +60,10 @@ async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], l
     that goes away leaves the line), then run the action to its end even if
     the client goes away meanwhile (its answer is then lost), so the page is
     never left half-driven."""
-    claim = await page.acquire(lease_id, settings.PAGE_WAIT_S)
+    # A browser being launched again is waited for first, so the calls queued
+    # behind the page answer 503 after PAGE_WAIT_S if it does not come back
+    # (or at once if it failed), as a call arriving during a relaunch should.
+    deadline = time.monotonic() + settings.PAGE_WAIT_S
+    await registry.wait_for_browser(page.name, settings.PAGE_WAIT_S)
+    claim = await page.acquire(lease_id, max(0.0, deadline - time.monotonic()))
     return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name}"))

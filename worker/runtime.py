@@ -49,6 +49,7 @@ class Runtime:
             self.stop_serving()
 
     async def stop(self) -> None:
+        await self.browser.stopping()  # first: nothing is relaunched or recycled under the stop
         for step in self.shutdown_steps:
             try:
                 await step()

@@ -116,6 +116,11 @@ def action(
     return register
 
 
+# One request control's change or undo in the browser: milliseconds; a tab that
+# does not answer in this time (crashed, its browser gone) is not waited for.
+CONTROL_STEP_TIMEOUT_S = 10
+
+
 @contextlib.asynccontextmanager
 async def request_controls(page: Page, params: dict[str, Any]) -> AsyncIterator[None]:
     """Apply the call's headers, user agent, viewport and blocked resource
@@ -131,7 +136,7 @@ async def request_controls(page: Page, params: dict[str, Any]) -> AsyncIterator[
         yield
     finally:
         if not applying.done():
-            await asyncio.wait({applying})
+            await asyncio.wait({applying}, timeout=CONTROL_STEP_TIMEOUT_S)
         await undo_all(page, undo)
 
 
@@ -172,9 +177,12 @@ async def undo_all(page: Page, undo: list[Callable[[], Awaitable[Any]]]) -> None
     cancelled: asyncio.CancelledError | None = None
     for step in reversed(undo):
         try:
-            await step()
+            # Bounded: a crashed tab may never answer, and the page stays locked until this ends.
+            await asyncio.wait_for(step(), CONTROL_STEP_TIMEOUT_S)
         except asyncio.CancelledError as error:
             cancelled = error
+        except TimeoutError:
+            log.warning("restoring a request control took more than %g s; given up", CONTROL_STEP_TIMEOUT_S)
         except PlaywrightError as error:
             if not page.is_closed():  # a closed tab takes its settings with it
                 log.warning("restoring a request control failed: %s", error.message)
