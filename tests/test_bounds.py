@@ -97,23 +97,30 @@ def source_of(module: str) -> str:
     return Path(importlib.util.find_spec(module).origin).read_text()
 
 
-def test_ten_200_mb_bodies_without_the_key_are_refused_with_413_and_cost_the_worker_nothing(make_worker):
-    worker = make_worker()
-    before = peak_rss_mb(worker.process.pid)
-    answers = all_at_once(declared, worker.port, "/api/v1/health")
-    sent = all_at_once(streamed, worker.port, "/api/v1/main/plugin/web/evaluate")
-    growth = peak_rss_mb(worker.process.pid) - before
+def flood(pid: int, port: int, *, declared_path: str, streamed_path: str, server: str) -> None:
+    """Ten 200 MB bodies declared at once, then ten streamed: each declared one
+    answered 413 with the envelope at its headers, each streamed one cut off
+    soon after the bound, and the process's peak memory grown by less than 20 MB."""
+    before = peak_rss_mb(pid)
+    answers = all_at_once(declared, port, declared_path)
+    sent = all_at_once(streamed, port, streamed_path)
+    growth = peak_rss_mb(pid) - before
     for answer in answers:
         status, body = envelope(answer)
         assert status == 413
         assert body == {
             "success": False,
-            "error": "The request body is larger than the worker accepts (MAX_BODY_BYTES, 1048576 bytes).",
+            "error": f"The request body is larger than the {server} accepts (MAX_BODY_BYTES, 1048576 bytes).",
             "page_id": None,
         }
-    # A chunked body is cut off soon after the bound, never read to its end.
     assert all(each < BODY_MB * 1024 * 1024 for each in sent)
-    assert growth < 20, f"the worker's peak memory grew {growth:.0f} MB"
+    assert growth < 20, f"the {server}'s peak memory grew {growth:.0f} MB"
+
+
+def test_ten_200_mb_bodies_without_the_key_are_refused_with_413_and_cost_the_worker_nothing(make_worker):
+    worker = make_worker()
+    flood(worker.process.pid, worker.port, declared_path="/api/v1/health",
+          streamed_path="/api/v1/main/plugin/web/evaluate", server="worker")
     with worker.client() as api:  # and it goes on serving
         assert api.post("/main/plugin/web/evaluate", json={"expression": "1 + 1"}).json()["value"] == 2
 
@@ -133,16 +140,8 @@ def test_the_waker_refuses_large_bodies_before_its_proxy_reads_them(tmp_path):
     waker = WakerProcess(tmp_path, [{"name": "p1", "mode": "sleepy", "port": free_port()}])
     try:
         waker.start()
-        before = peak_rss_mb(waker.process.pid)
-        answers = all_at_once(declared, waker.port, "/w/p1/api/v1/pages")
-        sent = all_at_once(streamed, waker.port, "/w/p1/api/v1/pages")
-        growth = peak_rss_mb(waker.process.pid) - before
-        for answer in answers:
-            status, body = envelope(answer)
-            assert status == 413
-            assert body["error"] == "The request body is larger than the waker accepts (MAX_BODY_BYTES, 1048576 bytes)."
-        assert all(each < BODY_MB * 1024 * 1024 for each in sent)
-        assert growth < 20, f"the waker's peak memory grew {growth:.0f} MB"
+        flood(waker.process.pid, waker.port, declared_path="/w/p1/api/v1/pages",
+              streamed_path="/w/p1/api/v1/pages", server="waker")
         assert waker.persona("p1")["state"] == "stopped"  # no body woke the sleepy worker
     finally:
         waker.stop()
