@@ -46,6 +46,8 @@ ROOT_URLCONF = "waker.urls"
 APPEND_SLASH = False
 DATABASES: dict = {}
 USE_TZ = True
+# Log lines stamped in UTC, as the worker's (Django's default is America/Chicago).
+TIME_ZONE = "UTC"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)
 
 LOGGING = logging_settings()

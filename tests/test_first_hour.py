@@ -4,6 +4,7 @@ fresh clone, checked against the real commands and the README's own text."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -121,3 +122,18 @@ def test_a_busy_waker_port_is_said_at_once_naming_the_setting(tmp_path):
     assert done.returncode != 0
     assert f"Could not listen on 127.0.0.1:{port}: Address already in use." in done.stderr
     assert f"WAKER_PORT={port + 1} or --port {port + 1}" in done.stderr
+
+
+def test_a_busy_worker_port_is_said_before_the_set_up(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            ["bash", "scripts/serve.sh", "--port", str(port)], cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env={**os.environ, "PENELOPE_STORE": str(tmp_path / "store")},
+        )
+    assert done.returncode != 0
+    assert f"Could not listen on 127.0.0.1:{port}: Address already in use." in done.stderr
+    assert f"PENELOPE_PORT={port + 1} or --port {port + 1}" in done.stderr
+    assert "setup:" not in done.stdout  # nothing of the set-up ran

@@ -5,8 +5,10 @@ every 0.2 s)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -400,11 +402,23 @@ def test_a_generated_waker_key_is_kept_and_said_where_never_printed(tmp_path):
     process = start_manage("waker", env, log_path)
     try:
         assert wait_healthy(process, f"http://127.0.0.1:{port}/api/v1/health", 30, log_path.read_text)
+        # Health through the waker never wakes a worker, even with its key, and says what does.
+        persona_key = (tmp_path / "a" / "key").read_text().strip()
+        health = httpx.get(f"http://127.0.0.1:{port}/w/a/api/v1/health", headers={"Authorization": f"Bearer {persona_key}"})
+        assert health.status_code == 503
+        assert health.json()["error"] == (
+            "Persona a's worker is stopped. Health never wakes a worker: any other request through /w/a/ with its "
+            "key does, as does POST /api/v1/personas/a/start."
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
     key_file = tmp_path / "waker.key"
     key = key_file.read_text().strip()
+    # Its log lines are stamped in UTC, as the worker's (Django's own default is America/Chicago).
+    stamped = next(line for line in log_path.read_text().splitlines() if re.match(r"\d{4}-\d\d-\d\d \d\d:", line))
+    at = datetime.datetime.strptime(stamped[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
+    assert abs((datetime.datetime.now(datetime.UTC) - at).total_seconds()) < 600, stamped
     assert len(key) >= 32 and oct(key_file.stat().st_mode & 0o777) == "0o600"
     log = log_path.read_text()
     assert f"Generated WAKER_KEY: it is kept in {key_file} (readable by its owner only); read it with: cat {key_file}" in log

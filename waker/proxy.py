@@ -88,7 +88,10 @@ class WakerApplication:
             # Health needs no key, so it never wakes a worker.
             if worker.state != RUNNING:
                 await send_error(
-                    send, 503, f"Persona {name}'s worker is {worker.state}; a request with its key starts it."
+                    send,
+                    503,
+                    f"Persona {name}'s worker is {worker.state}. Health never wakes a worker: any other request "
+                    f"through /w/{name}/ with its key does, as does POST /api/v1/personas/{name}/start.",
                 )
                 return
         elif not any_key_matches(headers.get(b"authorization", b"").decode("latin-1"), worker.persona.accepted_keys):
