@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import time
 
 from django.contrib import admin
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
 from jobs.models import DeliveryAttempt, Job
 
+EXPIRED = "expired, removed at the next sweep"
+
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("id", "state", "mode", "plugin", "page_id", "started", "finished", "status", "attempts")
+    list_display = ("id", "state", "mode", "plugin", "page_id", "started", "finished", "status", "attempts", "held_until")
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
     # finds a word anywhere in the parameters (keys too).
@@ -43,6 +46,15 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="expires")
     def expires(self, job: Job) -> str:
+        return when(job.expires_at)
+
+    @admin.display(description="held until", ordering="expires_at")
+    def held_until(self, job: Job) -> str:
+        """When its result goes; a job past it stays listed until the next sweep, and says so."""
+        if job.expires_at is None:
+            return "-"
+        if job.expires_at <= time.time():
+            return EXPIRED
         return when(job.expires_at)
 
     @admin.display(description="next attempt")

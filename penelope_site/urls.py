@@ -44,6 +44,10 @@ urlpatterns = [
 ]
 
 
+# The admin's "View site" leads to the worker's health (`/` is no page).
+admin.site.site_url = "/" + api + "health"
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return HttpResponse("Not found.", status=404, content_type="text/plain")
 

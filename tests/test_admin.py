@@ -102,3 +102,33 @@ def test_delivery_attempt_durations_are_shown_to_a_tenth_of_a_millisecond(operat
     assert b">12.3<" in listing.content and b"12.3456" not in listing.content
     ordered = operator.get("/admin/jobs/deliveryattempt/", {"o": "5"})  # by the duration column
     assert ordered.status_code == 200 and b">12.3<" in ordered.content
+
+
+def test_the_job_list_says_when_a_result_goes_and_view_site_leads_to_the_health(operator):
+    now = time.time()
+    for job_id, expires_at in (("00000000000000e8", now - 5), ("00000000000000e9", now + 600)):
+        Job.objects.create(
+            id=job_id, page_id="main", plugin="web/state", mode="poll", ttl=60, started_at=now - 60, state="done",
+            finished_at=now - 60, expires_at=expires_at, status=200, result={"success": True, "page_id": "main"},
+        )
+    listing = operator.get("/admin/jobs/job/").content.decode()
+    expired_row = listing[listing.index("00000000000000e8"):].split("</tr>")[0]
+    held_row = listing[listing.index("00000000000000e9"):].split("</tr>")[0]
+    assert "expired, removed at the next sweep" in expired_row
+    assert "expired" not in held_row and " UTC" in held_row
+    assert 'href="/api/v1/health"' in operator.get("/admin/").content.decode()
+
+
+def test_manage_jobs_says_an_expired_job_is_removed_at_the_next_sweep(db):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    now = time.time()
+    Job.objects.create(
+        id="00000000000000ea", page_id="main", plugin="web/state", mode="poll", ttl=60, started_at=now - 90, state="done",
+        finished_at=now - 90, expires_at=now - 30, status=200, result={"success": True, "page_id": "main"},
+    )
+    out = StringIO()
+    call_command("jobs", "00000000000000ea", stdout=out)
+    assert "expires in  expired, removed at the next sweep" in out.getvalue()

@@ -43,6 +43,15 @@ class Command(BaseCommand):
             )
 
 
+def expires_in(body: dict) -> str:
+    """A held job's time left, or that its hold is over and the next sweep removes it."""
+    if body.get("expires_in") is None:
+        return "-"
+    if body["expires_in"] <= 0:
+        return "expired, removed at the next sweep"
+    return f"{body['expires_in']:.0f} s"
+
+
 def summary(body: dict) -> str:
     """One job in a screenful: its fields, its progress, the result's size and
     keys (the whole of it with --full), and its webhook attempts."""
@@ -65,7 +74,7 @@ def summary(body: dict) -> str:
         ("status", body["status"] if body["status"] is not None else "-"),
         ("started", when(body["started_at"])),
         ("finished", when(body["finished_at"])),
-        ("expires in", "-" if body.get("expires_in") is None else f"{body['expires_in']:.0f} s"),
+        ("expires in", expires_in(body)),
         ("callback", body.get("callback") or "-"),
         ("progress", "-" if not progress else f"{progress['done']} of {progress['total']}: {progress['message'] or ''}".rstrip(": ")),
         ("result", result_line),
