@@ -17,6 +17,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.module_loading import import_string
 
+from core.db_thread import admin_request
+
 ADMIN_PREFIX = "/admin/"
 
 
@@ -38,7 +40,11 @@ class AdminOnly:
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if request.path.startswith(ADMIN_PREFIX):
-            return await self.admin(request)
+            marked = admin_request.set(True)  # its database connections are expected (core/db_thread.py)
+            try:
+                return await self.admin(request)
+            finally:
+                admin_request.reset(marked)
         return await self.get_response(request)
 
     async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:

@@ -125,6 +125,10 @@ def test_a_fresh_store_signs_with_a_secret_derived_from_its_new_key(make_worker)
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
         login = {"username": "op", "password": "pw", "csrfmiddlewaretoken": token, "next": "/admin/"}
         assert browser.post("/admin/login/", data=login).status_code == 302
+        assert browser.get("/admin/jobs/job/").status_code == 200
+    # The admin's own connections are expected, and said so without alarm.
+    assert "database connection opened for an admin page, on Django's request thread" in worker.log()
+    assert "outside the database thread" not in worker.log()
     with sqlite3.connect(worker.store / "penelope.db") as db:
         (session_data,) = db.execute("select session_data from django_session").fetchone()
     salt = "django.contrib.sessions.SessionStore"
