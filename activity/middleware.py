@@ -14,6 +14,8 @@ leaves them out."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -52,9 +54,17 @@ def is_poll(request: HttpRequest) -> bool:
     return request.method in ("GET", "HEAD") and (path == JOBS_PATH or path.startswith(JOBS_PATH + "/"))
 
 
+@functools.cache
+def route_name(pattern: str) -> str:
+    """A URL pattern as the API reference writes its route: `{page_id}/lease`
+    for `<str:page_id>/lease`. One per pattern, so cached."""
+    return re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", pattern.removeprefix(API_PREFIX.lstrip("/")))
+
+
 def route_of(request: HttpRequest) -> str:
     """The route a request is logged under: `plugin/<family>/<action>`,
-    `primitive/<name>`, or the URL pattern under /api/v1/."""
+    `primitive/<name>`, or the route under /api/v1/ as the API reference
+    writes it (`{page_id}/lease`, `jobs/{job_id}`)."""
     match = getattr(request, "resolver_match", None)
     if match is None:
         return "(no route)"
@@ -64,7 +74,7 @@ def route_of(request: HttpRequest) -> str:
         return "(no route)"
     if match.url_name == "primitive":
         return f"primitive/{match.kwargs['name'][:64]}"
-    return match.route.removeprefix(API_PREFIX.lstrip("/"))
+    return route_name(match.route)
 
 
 def metrics_route(request: HttpRequest, route: str) -> str:

@@ -39,7 +39,7 @@ class RequestLogEntry(models.Model):
     kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job" or "browser"
     method = models.CharField(max_length=10)
     # `plugin/<family>/<action>`, `primitive/<name>`, or the URL pattern under
-    # /api/v1/ (e.g. `<str:page_id>/lease`); see docs/reference/API.md.
+    # /api/v1/ (e.g. `{page_id}/lease`); see docs/reference/API.md.
     route = models.CharField(max_length=200)
     path = models.CharField(max_length=500)
     page_id = models.CharField(max_length=64, null=True, blank=True)

@@ -93,7 +93,7 @@ def test_calls_are_logged_with_route_status_page_and_duration(api, worker, site)
         ("GET", "plugin/testing/refuse", "/api/v1/main/plugin/testing/refuse", "main", 418),
         ("POST", "primitive/content", "/api/v1/main/primitive/content", "main", 200),
         ("GET", "pages", "/api/v1/pages", None, 200),
-        ("GET", "<str:page_id>", "/api/v1/main", "main", 200),
+        ("GET", "{page_id}", "/api/v1/main", "main", 200),
         ("GET", "(no route)", "/api/v1/no/such/route/here", None, 404),
     ]
     assert all(r["kind"] == "http" and r["job_id"] is None for r in rows)
@@ -133,7 +133,7 @@ def test_a_download_is_logged_when_its_last_byte_is_sent_without_its_token(api, 
         assert len(api.get(worker.base_url + link["url"]).content) == 2_000_000
 
     (row,) = logged_between(worker, api, download)
-    assert (row["route"], row["path"], row["status"]) == ("media/<str:token>", "/api/v1/media/<token>", 200)
+    assert (row["route"], row["path"], row["status"]) == ("media/{token}", "/api/v1/media/<token>", 200)
     token = link["url"].rpartition("/")[2]
     assert log_rows(worker, "path like ?", f"%{token}%") == []
 
@@ -148,7 +148,7 @@ def test_a_download_cut_short_stops_counting_and_is_logged_499(api, worker):
         wait_until(lambda: activity(api)["requests_in_flight"] == 0, timeout=10, what="the download to stop counting")
 
     (row,) = logged_between(worker, api, cut_short)
-    assert (row["route"], row["status"]) == ("media/<str:token>", 499)
+    assert (row["route"], row["status"]) == ("media/{token}", 499)
     # Not used up: the link still works.
     assert len(api.get(worker.base_url + link["url"]).content) == 20_000_000
 
@@ -285,7 +285,7 @@ def test_the_workload_summarises_the_log_per_route(make_worker):
     assert sleep["duration_ms"]["max"] >= 300
     assert routes[("plugin/testing/refuse", "http")]["statuses"] == {"418": 2}
     assert body["requests"] == sum(r["count"] for r in body["routes"] if r["kind"] == "http")
-    assert ("<str:job_id>", "http") not in routes and ("jobs/<str:job_id>", "http") not in routes
+    assert ("{job_id}", "http") not in routes and ("jobs/{job_id}", "http") not in routes
 
 
 @pytest.mark.parametrize("window_s", ["0", "-5", "nan", "inf", "-inf", "abc", "", "1e999"])

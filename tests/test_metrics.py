@@ -26,7 +26,7 @@ FAMILIES = {
     "penelope_webhook_delivery_latency_seconds", "penelope_pages_open", "penelope_pages_busy", "penelope_pages_leased",
     "penelope_media_files", "penelope_media_bytes", "penelope_browser_resident_bytes", "penelope_purges",
 }
-POLL = "jobs/<str:job_id>"
+POLL = "jobs/{job_id}"
 
 
 class Scraped:
