@@ -453,10 +453,11 @@ async def the_async_waker(waker: WakerProcess) -> None:
 
 def test_pip_install_into_a_fresh_venv_and_one_real_call(worker, tmp_path):
     """`pip install ./client[events]` as a user runs it (build isolation, its
-    dependencies from the package index), from a copy, so the build's files
-    stay out of the checkout."""
+    dependencies from the package index), from a copy of the checkout's
+    client, which the install leaves as it was (no build/, no *.egg-info)."""
     source = tmp_path / "client"
     shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    files_before = sorted(path.relative_to(source) for path in source.rglob("*"))
     venv = tmp_path / "venv"
     # Without a pip of its own (quicker to make): this pip installs into it.
     made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True)
@@ -469,6 +470,7 @@ def test_pip_install_into_a_fresh_venv_and_one_real_call(worker, tmp_path):
         text=True,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert sorted(path.relative_to(source) for path in source.rglob("*")) == files_before
     script = (
         "import json, pathlib, penelope_client, websockets\n"
         "from penelope_client import Penelope\n"
