@@ -31,7 +31,8 @@ from prometheus_client.registry import Collector
 
 from activity.tracker import tracker
 from browser.pages import PageRegistry, registry
-from browser.runner import BrowserState, resident_bytes
+from browser.processes import resident_bytes
+from browser.runner import BrowserState
 from core import metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from browser.runner import _descendants, _is_browser, _rss
+from browser.processes import _descendants, _is_browser, _rss
 
 MB = 1024 * 1024
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from playwright.async_api import Error as PlaywrightError
 
-from browser.runner import BrowserState, BrowserUnavailable, Cause, first_line
+from browser.runner import BrowserState, BrowserUnavailable, Cause
+from browser.tabs import close_quietly, new_tab, url_of
 from core import events, metrics
 from core.api import ApiError
 from core.tasks import spawn
@@ -153,8 +153,8 @@ class ManagedPage:
         self.crashed = True
         self.tab_lost(f"Page {self.name}'s renderer crashed during the call; the page is reopened for the next call.")
         metrics.page_crashed()
-        log.warning("page %s: the renderer crashed (at %s)", self.name, _url_of(tab) or "about:blank")
-        events.publish("page.crashed", page_id=self.name, job_id=self.job_id, detail={"url": _url_of(tab)})
+        log.warning("page %s: the renderer crashed (at %s)", self.name, url_of(tab) or "about:blank")
+        events.publish("page.crashed", page_id=self.name, job_id=self.job_id, detail={"url": url_of(tab)})
 
     def tab_lost(self, fault: str) -> None:
         self.tab_generation += 1
@@ -352,7 +352,7 @@ class PageRegistry:
             else "The browser was recycled during the call."
         )
         for page in self.pages.values():
-            page.lost_url = _url_of(page.tab) or page.lost_url
+            page.lost_url = url_of(page.tab) or page.lost_url
             page.tab_lost(message)
 
     async def browser_up(self, first_tab: Page, cause: Cause) -> None:
@@ -365,7 +365,7 @@ class PageRegistry:
                 continue
             tab = first_tab if name == MAIN_PAGE else await new_tab(self.browser, name)
             if self.pages.get(name) is not page or page.closed:  # closed while its tab opened
-                spawn(_close_quietly(tab, name), about=f"closing the tab of page {name}, closed meanwhile")
+                spawn(close_quietly(tab, name), about=f"closing the tab of page {name}, closed meanwhile")
                 continue
             page.set_tab(tab)
             page.mark_reopened(cause.value, page.lost_url)
@@ -437,7 +437,7 @@ class PageRegistry:
             raise page._busy_error()
         page.closed = True
         del self.pages[page_id]
-        await _close_quietly(page.tab, page.name)
+        await close_quietly(page.tab, page.name)
 
     async def reopen_tab(self, page: ManagedPage) -> None:
         """Close the page's tab and open a new one under the same name: for a
@@ -447,7 +447,7 @@ class PageRegistry:
         old, page.tab = page.tab, None
         page.on_tab_lost = None  # the plugin that would not stop is no call of the page's any more
         page.tab_generation += 1
-        spawn(_close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+        spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
         try:
             tab = await self.open_tab(page.name, settings.PAGE_WAIT_S)
         except ApiError as error:
@@ -456,7 +456,7 @@ class PageRegistry:
         if page.tab is None and not page.closed:
             page.set_tab(tab)
         else:
-            spawn(_close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
+            spawn(close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
 
     async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
         """The page's tab for a call: once the browser takes calls (a relaunch
@@ -472,12 +472,12 @@ class PageRegistry:
             old, crashed = page.tab, page.crashed
             tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
             if browser.state != BrowserState.UP or browser is not self.browser:
-                spawn(_close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
+                spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
                 continue  # the browser went while the tab opened: wait for the next one
             page.set_tab(tab)
             if crashed:
-                page.mark_reopened(PAGE_CRASHED, _url_of(old))
-            spawn(_close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+                page.mark_reopened(PAGE_CRASHED, url_of(old))
+            spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
 
     async def open_tab(self, page_id: str, wait_s: float) -> Page:
         """A new tab once the browser takes calls; when it goes while the tab
@@ -491,61 +491,6 @@ class PageRegistry:
             except ApiError:
                 if browser.state == BrowserState.UP or time.monotonic() >= deadline:
                     raise
-
-
-# Opening a tab and its first evaluation take milliseconds; a tab that takes
-# longer than this was handed to a renderer that is dying.
-TAB_OPEN_TIMEOUT_S = 5
-TAB_OPEN_ATTEMPTS = 3
-
-
-async def new_tab(browser: Browser, page_id: str) -> Page:
-    """A new tab for the page that answers, or 502 when the browser fails it
-    (it may have stopped just now: the next call waits for its relaunch).
-
-    Right after renderers are killed, Chromium can hand a new tab to one that
-    is dying: the tab's opening then fails ("Target crashed") or never ends,
-    or the tab never answers, and no crash event comes. So a tab must answer
-    a first evaluation; one that does not is given up (closed in the
-    background) and another opened, TAB_OPEN_ATTEMPTS times in all."""
-    failure: BaseException | None = None
-    for _ in range(TAB_OPEN_ATTEMPTS):
-        try:
-            tab = await browser.new_tab(timeout_s=TAB_OPEN_TIMEOUT_S)
-        except (PlaywrightError, BrowserUnavailable, TimeoutError) as error:
-            failure = error
-            if isinstance(error, BrowserUnavailable):
-                break
-            continue
-        try:
-            await asyncio.wait_for(tab.evaluate("1"), TAB_OPEN_TIMEOUT_S)
-            return tab
-        except (PlaywrightError, TimeoutError) as error:
-            failure = error
-            spawn(_close_quietly(tab, page_id), about=f"closing a tab of page {page_id} that did not answer")
-        except BaseException:  # cancelled (a client went away): the tab is nobody's
-            spawn(_close_quietly(tab, page_id), about=f"closing a tab of page {page_id} nobody waits for")
-            raise
-    reason = first_line(failure) if failure is not None and str(failure) else "it did not answer"
-    raise ApiError(502, f"The browser could not open a tab for page {page_id}: {reason}", page_id)
-
-
-def _url_of(tab: Page | None) -> str:
-    """The tab's last URL as Playwright knows it (no call to the browser)."""
-    if tab is None:
-        return ""
-    url = tab.url
-    return "" if url == "about:blank" else url
-
-
-async def _close_quietly(tab: Page | None, name: str) -> None:
-    """Close a tab that may be crashed, or gone with its browser."""
-    if tab is None or tab.is_closed():
-        return
-    try:
-        await asyncio.wait_for(tab.close(), TAB_OPEN_TIMEOUT_S)
-    except Exception as error:  # the browser itself may be gone
-        log.warning("closing page %s's old tab failed: %s", name, error)
 
 
 registry = PageRegistry()

@@ -12,15 +12,17 @@ import shutil
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
 
+from browser.cookies import CookieJar
 from browser.guard import PrivateGuard
+from browser.processes import clear_stale_profile_lock, resident_bytes
 from core import events, metrics
+from core.api import error_line
 
 log = logging.getLogger("penelope.browser")
 
@@ -81,37 +83,6 @@ def proxy_settings(proxy_url: str) -> dict[str, str] | None:
     return proxy
 
 
-def clear_stale_profile_lock(profile_dir: Path) -> None:
-    """Remove Chromium's singleton lock when the process that held it is gone.
-
-    A worker killed with SIGKILL leaves `SingletonLock` behind
-    (a symlink to `host-pid`); a live holder is left alone.
-    """
-    lock = profile_dir / "SingletonLock"
-    try:
-        target = os.readlink(lock)
-    except OSError:
-        return
-    pid_text = target.rpartition("-")[2]
-    if pid_text.isdigit() and _process_alive(int(pid_text)):
-        return
-    for name in ("SingletonLock", "SingletonSocket", "SingletonCookie"):
-        try:
-            os.unlink(profile_dir / name)
-        except OSError:
-            pass
-    log.info("removed a stale profile lock left by process %s", pid_text)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 class BrowserState(StrEnum):
     """What `GET /api/v1/health` says of the browser (`browser_state`)."""
 
@@ -151,74 +122,6 @@ class BrowserUnavailable(Exception):
 
 
 RELAUNCH_BACKOFF_CAP_S = 60
-COOKIE_READ_TIMEOUT_S = 10
-# Calls end faster than this for a client driving a page step by step: their
-# cookies are read at most this often, the last call's always.
-COOKIE_READ_EVERY_S = 1.0
-
-
-class CookieJar:
-    """The persona's cookies as the last call left them, to put back into a
-    browser launched again after it was killed.
-
-    Chromium writes cookies to the profile every 30 seconds or so, and at a
-    clean close: a browser killed in between (the OOM killer) loses the
-    cookies of its last seconds, a fresh login among them. So each call's end
-    reads the cookies, off the call's path, in one task that coalesces the
-    calls that end while it waits or reads: at most one read a second, and
-    always one after the last call.
-    """
-
-    def __init__(self) -> None:
-        self.cookies: list[dict[str, Any]] | None = None
-        self._reading: asyncio.Task | None = None
-        self._again = False
-        self._last_read = -COOKIE_READ_EVERY_S  # monotonic
-
-    def read_soon(self, context: Callable[[], BrowserContext | None]) -> None:
-        """Read the cookies soon from the browser `context()` answers then
-        (a relaunch may change it while a read waits)."""
-        from core.tasks import spawn
-
-        if self._reading is not None and not self._reading.done():
-            self._again = True
-            return
-        self._reading = spawn(self._read(context), about="a read of the persona's cookies")
-
-    async def _read(self, context: Callable[[], BrowserContext | None]) -> None:
-        while True:
-            pause = self._last_read + COOKIE_READ_EVERY_S - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            self._again = False
-            self._last_read = time.monotonic()
-            current = context()
-            if current is not None:
-                try:
-                    self.cookies = await asyncio.wait_for(current.cookies(), COOKIE_READ_TIMEOUT_S)
-                except Exception:  # the browser stopped meanwhile: the last read stands
-                    pass
-            if not self._again:
-                return
-
-    async def put_back(self, context: BrowserContext) -> None:
-        """Make the new browser's cookies the last read's: cleared, then added,
-        so a cookie the last call deleted (a logout) does not come back from an
-        older profile. Best effort: a browser that refuses them keeps the
-        profile's, and the relaunch goes on."""
-        if self._reading is not None:
-            self._reading.cancel()
-        if self.cookies is None:
-            return
-        try:
-            await asyncio.wait_for(context.clear_cookies(), COOKIE_READ_TIMEOUT_S)
-            if self.cookies:
-                await asyncio.wait_for(context.add_cookies(self.cookies), COOKIE_READ_TIMEOUT_S)
-            log.info("%d cookie(s) put back as the last call left them", len(self.cookies))
-        except Exception as error:
-            log.warning("the cookies of the last call could not be put back (%s); the profile's stand", first_line(error))
-
-
 class Browser:
     """The persona's one browser: a persistent context launched at start,
     watched (Playwright's close event, not a timer), and launched again on
@@ -365,10 +268,10 @@ class Browser:
             except Exception as error:
                 await self._shut_down()
                 if attempt == attempts:
-                    self._fail(f"{attempts} launch attempt(s) failed, the last with: {first_line(error)}")
+                    self._fail(f"{attempts} launch attempt(s) failed, the last with: {error_line(error)}")
                     return
                 log.warning(
-                    "browser launch attempt %d of %d failed (%s); next in %g s", attempt, attempts, first_line(error), pause
+                    "browser launch attempt %d of %d failed (%s); next in %g s", attempt, attempts, error_line(error), pause
                 )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RELAUNCH_BACKOFF_CAP_S)
@@ -432,13 +335,13 @@ class Browser:
                 try:
                     await asyncio.wait_for(self.context.close(), 15)
                 except Exception as error:
-                    log.warning("closing the browser context failed: %s", first_line(error))
+                    log.warning("closing the browser context failed: %s", error_line(error))
                 self.context = None
             if self._playwright is not None:
                 try:
                     await asyncio.wait_for(self._playwright.stop(), 15)
                 except Exception as error:
-                    log.warning("stopping the Playwright driver failed: %s", first_line(error))
+                    log.warning("stopping the Playwright driver failed: %s", error_line(error))
                 self._playwright = None
         finally:
             self._closing = False
@@ -458,70 +361,3 @@ class Browser:
         await self._shut_down()
         if started:
             log.info("browser closed")
-
-
-def first_line(error: BaseException) -> str:
-    text = str(getattr(error, "message", None) or error or error.__class__.__name__).strip()
-    return text.splitlines()[0][:300] if text else error.__class__.__name__
-
-
-def resident_bytes() -> int:
-    """The resident memory of the worker's browser processes, in bytes (Linux
-    /proc): a read of every process's stat, so callers off the loop may prefer
-    a thread."""
-    return sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
-
-
-def charged_bytes() -> int:
-    """The memory the browser's processes are charged for, in bytes: the sum
-    of their proportional set sizes (Linux /proc/PID/smaps_rollup), where a
-    page shared by N processes counts 1/N in each. The sum of resident sizes
-    counts Chromium's shared pages once per process, about three times over."""
-    return sum(_pss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def _is_browser(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/comm") as comm:
-            name = comm.read().strip()
-    except OSError:
-        return False
-    return "chrom" in name or name == "headless_shell"
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0

@@ -30,7 +30,7 @@ from activity import log as request_log
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage, registry
 from core import events, metrics
-from core.api import ApiError, error_body
+from core.api import ApiError, error_body, first_line
 from core.db_thread import BATCH_ROWS, adrain, drain, on_db_thread, persist
 from core.tasks import spawn
 from jobs.models import DeliveryAttempt, Job, webhook_window
@@ -307,7 +307,7 @@ async def store_end(
         return await persist(finish_job, copy.copy(job), outcome, media_tokens, state, progress, what=what)
     except Exception as error:
         log.exception("%s could not be stored; a 500 that says why is stored instead", what)
-        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error).strip() else 'no detail'}"
+        reason = f"{type(error).__name__}: {first_line(str(error))}"
         failed = Outcome(
             500,
             error_body(f"The job's answer could not be stored ({reason}); the details are in the worker's log.", job.page_id),
@@ -617,7 +617,7 @@ def log_recovery(counts: dict[str, int]) -> None:
 
 
 def sweep(now: float | None = None) -> dict[str, int]:
-    """Delete expired jobs and finished media files."""
+    """Delete expired jobs, finished media files and expired delivery attempts."""
     now = now or time.time()
     return {
         "jobs": drain(discard_expired_batch, now),

@@ -28,7 +28,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from core.api import ApiError, error_body
+from core.api import ApiError, error_body, first_line
 from core.rest import validated
 
 log = logging.getLogger("penelope.plugins")
@@ -233,7 +233,3 @@ async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Conte
 # A selector the browser cannot parse is the caller's mistake (400), not a
 # failure of the browser (502): Playwright's selector parser, or the DOM's.
 BAD_SELECTOR = re.compile(r"while parsing (?:css )?selector|is not a valid (?:selector|XPath expression)")
-
-
-def first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0][:300] if (text or "").strip() else "no detail"

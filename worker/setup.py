@@ -44,7 +44,7 @@ async def check_browser_memory() -> None:
     import asyncio
 
     from browser.pages import registry
-    from browser.runner import charged_bytes
+    from browser.processes import charged_bytes
 
     browser = registry.browser
     if browser is not None:

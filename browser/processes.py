@@ -1,0 +1,104 @@
+"""The browser's processes as Linux's /proc shows them: their memory
+(resident, and charged: the proportional set size) and a stale profile lock
+left by a Chromium that was killed."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger("penelope.browser")
+
+
+def clear_stale_profile_lock(profile_dir: Path) -> None:
+    """Remove Chromium's singleton lock when the process that held it is gone.
+
+    A worker killed with SIGKILL leaves `SingletonLock` behind
+    (a symlink to `host-pid`); a live holder is left alone.
+    """
+    lock = profile_dir / "SingletonLock"
+    try:
+        target = os.readlink(lock)
+    except OSError:
+        return
+    pid_text = target.rpartition("-")[2]
+    if pid_text.isdigit() and _process_alive(int(pid_text)):
+        return
+    for name in ("SingletonLock", "SingletonSocket", "SingletonCookie"):
+        try:
+            os.unlink(profile_dir / name)
+        except OSError:
+            pass
+    log.info("removed a stale profile lock left by process %s", pid_text)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def resident_bytes() -> int:
+    """The resident memory of the worker's browser processes, in bytes (Linux
+    /proc): a read of every process's stat, so callers off the loop may prefer
+    a thread."""
+    return sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+
+
+def charged_bytes() -> int:
+    """The memory the browser's processes are charged for, in bytes: the sum
+    of their proportional set sizes (Linux /proc/PID/smaps_rollup), where a
+    page shared by N processes counts 1/N in each. The sum of resident sizes
+    counts Chromium's shared pages once per process, about three times over."""
+    return sum(_pss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _is_browser(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            name = comm.read().strip()
+    except OSError:
+        return False
+    return "chrom" in name or name == "headless_shell"
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
