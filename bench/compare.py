@@ -18,11 +18,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import tests.support.worker as harness
+import harness.worker as worker_harness
 from bench import load
 from bench.run import HOLD, NOOP, PLUGINS, REFERENCE_ROUTE, start_job, wait_done
 from bench.stats import Latency, Throughput
-from tests.support.worker import WorkerProcess
+from harness.worker import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,12 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @contextlib.contextmanager
 def checkout(tree: Path) -> Iterator[None]:
     """Start workers from `tree`: the harness runs `manage.py serve` in its ROOT."""
-    saved = harness.ROOT
-    harness.ROOT = tree
+    saved = worker_harness.ROOT
+    worker_harness.ROOT = tree
     try:
         yield
     finally:
-        harness.ROOT = saved
+        worker_harness.ROOT = saved
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.worker import WorkerProcess
+from harness.worker import WorkerProcess
 
 ROUTE = "/pages"
 

@@ -39,8 +39,8 @@ from bench import load
 from bench.memory import Memory
 from bench.profiling import profiled
 from bench.stats import Latency, Throughput
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, free_port, wait_until
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "BENCHMARKS.md"

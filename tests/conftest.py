@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.worker import WorkerProcess, chromium_processes
 from tests.support.site import Site
-from tests.support.worker import WorkerProcess, chromium_processes
 
 TEST_PLUGINS = os.environ.get("TEST_PLUGINS", "plugins.web,plugins.demo,tests.support.testing_plugins")
 

@@ -21,7 +21,7 @@ from activity.models import RequestLogEntry
 from activity.views import ActivityView
 from browser.pages import ManagedPage
 from browser.purge import skip_reason
-from tests.support.worker import WorkerProcess, wait_until
+from harness.worker import WorkerProcess, wait_until
 
 COLUMNS = ("id", "kind", "method", "route", "path", "page_id", "status", "duration_ms", "started_at", "job_id")
 

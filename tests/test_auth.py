@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import get_resolver
 
-from tests.support.worker import TEST_KEY
+from harness.worker import TEST_KEY
 
 SAMPLE = {"page_id": "main", "family": "web", "action": "state", "name": "content", "token": "abc", "job_id": "0123456789abcdef"}
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.support.worker import WorkerProcess
+from harness.worker import WorkerProcess
 
 LONG = "x" * 1000
 BAD_PAGE_IDS = [

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.conftest import TEST_PLUGINS, worker_env
-from tests.support.receiver import Receiver
 from tests.support.waker import WakerProcess
-from tests.support.worker import ROOT, WorkerProcess, wait_until
 
 # The client is its own package; CI tests it from the checkout, uninstalled.
 CLIENT = ROOT / "client"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
+from harness.receiver import Receiver
 from tests.support.crash import crash_round
-from tests.support.receiver import Receiver
 
 
 def test_a_crash_round_loses_no_job(tmp_path):

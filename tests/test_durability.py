@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core import store_lock
-from tests.support.receiver import Received, Receiver
-from tests.support.worker import ROOT, WorkerProcess, wait_until
+from harness.receiver import Received, Receiver
+from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.test_jobs import ended, page_idle, rows, started
 
 # The worker gives up on a locked database quickly here, so every lock this

@@ -11,10 +11,10 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
 from tests.support.raw_socket import RawSocket
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, wait_until
 
 ENV = {
     "WEBHOOK_ATTEMPTS_S": "0,0.5",

@@ -11,9 +11,9 @@ import threading
 import httpx
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, wait_until
 
 ENV = {
     "WEBHOOK_ATTEMPTS_S": "0,0.5",

@@ -12,9 +12,9 @@ import time
 import httpx
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, wait_until
 
 OFFSETS = [0.0, 0.5, 1.0, 1.5]
 JOB_ENV = {

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.support.receiver import Receiver
+from harness.receiver import Receiver
+from harness.worker import ROOT, wait_until
 from tests.support.waker import WakerProcess
-from tests.support.worker import ROOT, wait_until
 
 FIRST = "first-full-key-0123456789abcdefghij"
 SECOND = "second-full-key-0123456789abcdefghi"
@@ -33,8 +33,8 @@ def client(worker, key: str) -> httpx.Client:
 
 @pytest.fixture(scope="module")
 def rotating(tmp_path_factory):
+    from harness.worker import WorkerProcess
     from tests.conftest import worker_env
-    from tests.support.worker import WorkerProcess
 
     worker = WorkerProcess(
         tmp_path_factory.mktemp("store"), key=f"{FIRST} {SECOND}", env=worker_env(PENELOPE_READ_KEYS=READER)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.worker import ROOT
+from harness.worker import ROOT
 from tests.test_first_hour import readme_block
 
 KUBERNETES_VERSION = "1.37.0"

@@ -12,7 +12,7 @@ import pytest
 from websockets.sync.client import connect
 
 from browser.pages import ManagedPage
-from tests.support.worker import WorkerProcess, wait_until
+from harness.worker import WorkerProcess, wait_until
 
 BROKEN_LINE = re.compile(r"WARNING penelope\.pages: page main: lease broken by force, (\d+\.\d) s after it was taken")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from core.api import ApiError
+from harness.worker import WorkerProcess, wait_until
 from media_store import store
 from media_store.models import MediaFile
-from tests.support.worker import WorkerProcess, wait_until
 
 # --- helpers ---------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from collections import Counter
 
-from tests.support.receiver import Receiver
-from tests.support.worker import ROOT, WorkerProcess, wait_until
+from harness.receiver import Receiver
+from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.test_jobs import ended, started
 
 

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests.support.worker import wait_until
+from harness.worker import wait_until
 
 
 def envelope(response: httpx.Response, status: int, page_id: str | None = "main") -> str:

@@ -6,8 +6,8 @@ import json
 import sqlite3
 import time
 
-from tests.support.receiver import Receiver
-from tests.support.worker import wait_until
+from harness.receiver import Receiver
+from harness.worker import wait_until
 from tests.test_jobs import JOB_KEYS, ended, started
 
 

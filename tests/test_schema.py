@@ -24,8 +24,8 @@ import schemathesis
 from django.urls import URLPattern, get_resolver
 from drf_spectacular.validation import validate_schema
 
+from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.conftest import worker_env
-from tests.support.worker import ROOT, WorkerProcess, wait_until
 
 # The fuzz worker's browser goes through a proxy where nothing listens: a
 # navigation the fuzzer provokes fails at once instead of leaving the machine

@@ -9,9 +9,9 @@ import re
 import httpx
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, free_port, wait_until
 from jobs.callback_guard import refused_address
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, free_port, wait_until
 from tests.test_jobs import ended, started
 
 

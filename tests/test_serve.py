@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from tests.support.worker import ROOT, WorkerProcess, chromium_processes
+from harness.worker import ROOT, WorkerProcess, chromium_processes
 
 
 def browsers_of(worker: WorkerProcess) -> list[str]:

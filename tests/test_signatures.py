@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.support.receiver import Receiver
-from tests.support.worker import free_port, wait_until
+from harness.receiver import Receiver
+from harness.worker import free_port, wait_until
 from tests.test_jobs import verify
 
 ENV = {"WEBHOOK_ATTEMPTS_S": "0,0.3", "WEBHOOK_TIMEOUT_S": "0.5"}

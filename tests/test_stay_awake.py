@@ -13,9 +13,9 @@ import time
 import httpx
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, wait_until
 from waker.personas import SLEEPY
 from waker.policy import Activity, stop_due
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.receiver import Receiver
+from harness.worker import ROOT, free_port, start_manage, wait_healthy, wait_until
 from tests.conftest import TEST_PLUGINS
-from tests.support.receiver import Receiver
 from tests.support.waker import WakerProcess
-from tests.support.worker import ROOT, free_port, start_manage, wait_healthy, wait_until
 
 IDLE_TIMEOUT_S = 1.5
 # The waker's clock and the worker's are the same machine's, read a few ms apart.

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.support.worker import wait_until
+from harness.worker import wait_until
 
 
 def post(api: httpx.Client, action: str, **params) -> httpx.Response:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import httpx
 
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
 from tests.support.faults import kill_browser, kill_renderers
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, wait_until
 
 PLUGINS = "plugins.web,tests.support.testing_plugins"
 JOB_PAGES = ("jobs-1", "jobs-2", "jobs-3")

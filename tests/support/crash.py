@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.receiver import Receiver
-from tests.support.worker import WorkerProcess, chromium_processes, wait_until
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, chromium_processes, wait_until
 
 PLUGINS = "plugins.web,tests.support.testing_plugins"
 

@@ -11,7 +11,7 @@ import signal
 import stat
 from pathlib import Path
 
-from tests.support.worker import chromium_processes, wait_until
+from harness.worker import chromium_processes, wait_until
 
 
 def browser_pids(store: Path) -> list[int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.worker import WorkerProcess
+from harness.worker import WorkerProcess
 
 PLUGINS = "plugins.web,tests.support.testing_plugins"
 

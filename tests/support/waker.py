@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.worker import free_port, start_manage, wait_healthy, wait_until
+from harness.worker import free_port, start_manage, wait_healthy, wait_until
 
 WAKER_TEST_KEY = "waker-test-key-0123456789"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TEST_KEY = "test-key-0123456789abcdef"
 
 
