@@ -20,8 +20,8 @@ from pathlib import Path
 
 import harness.worker as worker_harness
 from bench import load
-from bench.run import HOLD, NOOP, PLUGINS, REFERENCE_ROUTE, start_job, wait_done
 from bench.stats import Latency, Throughput
+from bench.worker_calls import HOLD, NOOP, PLUGINS, REFERENCE_ROUTE, start_job, wait_done
 from harness.worker import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
