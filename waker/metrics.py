@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -19,8 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from waker.supervisor import PersonaWorker
+from waker.personas import Persona
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 STATES = ("stopped", "starting", "running", "stopping")
@@ -83,10 +82,20 @@ def recycled(persona: str) -> None:
     recycles.labels(persona).inc()
 
 
+class WorkerState(Protocol):
+    """What a scrape reads of a persona's worker (waker/persona_worker.py's
+    `PersonaWorker`, which feeds the counters above and so is not imported here)."""
+
+    persona: Persona
+    state: str
+    forwards_in_flight: int
+    unexpected_exits: int
+
+
 class Personas(Collector):
     """The personas' state as the waker holds it, at the scrape."""
 
-    def __init__(self, workers: Iterable[PersonaWorker]) -> None:
+    def __init__(self, workers: Iterable[WorkerState]) -> None:
         self.workers = list(workers)
 
     def collect(self) -> Iterator[Metric]:
@@ -125,6 +134,6 @@ class Scrape:
         yield from self.state.collect()
 
 
-def render(workers: Iterable[PersonaWorker]) -> bytes:
+def render(workers: Iterable[WorkerState]) -> bytes:
     """The waker's metrics in the Prometheus text format (0.0.4)."""
     return generate_latest(Scrape(Personas(workers)))
