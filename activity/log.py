@@ -21,7 +21,9 @@ from django.conf import settings
 from django.db.models import Count, Max
 
 from activity.models import KIND_BROWSER, KIND_HTTP, KIND_JOB, RequestLogEntry
+from core.api import API_PREFIX
 from core.db_thread import BATCH_ROWS, drain, on_db_thread
+from core.routes import PLUGIN
 
 log = logging.getLogger("penelope.activity")
 
@@ -41,7 +43,7 @@ _dropped = 0
 
 def plugin_route(family: str, action: str) -> str:
     """The route a plugin call is logged under, plain call or job alike."""
-    return f"plugin/{family[:64]}/{action[:64]}"
+    return f"{PLUGIN}/{family[:64]}/{action[:64]}"
 
 
 def record(
@@ -113,7 +115,7 @@ def record_job(
         kind=KIND_JOB,
         method="JOB",
         route=plugin_route(family, action),
-        path=f"/api/v1/{page_id}/plugin/{family}/{action}",
+        path=f"{API_PREFIX}{page_id}/{PLUGIN}/{family}/{action}",
         page_id=page_id,
         status=status,
         started_at=started_at,

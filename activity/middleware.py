@@ -27,22 +27,23 @@ from activity.tracker import tracker
 from core import metrics
 from core.api import API_PREFIX
 from core.auth import key_matches
+from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRIMITIVE, WORKLOAD
 from plugins.framework import find_action
 from plugins.primitives import primitives
 
-HEALTH_PATH = API_PREFIX + "health"
-ACTIVITY_PATH = API_PREFIX + "activity"
-WORKLOAD_PATH = API_PREFIX + "workload"
-METRICS_PATH = API_PREFIX + "metrics"
+HEALTH_PATH = API_PREFIX + HEALTH
+ACTIVITY_PATH = API_PREFIX + ACTIVITY
+WORKLOAD_PATH = API_PREFIX + WORKLOAD
+METRICS_PATH = API_PREFIX + METRICS
 # The waker's reads, and a metrics scraper's. Counting them as activity would
 # keep a sleepy worker awake forever, and logging them would fill the log
 # with the readers themselves.
 MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH})
 # The metrics' route for a plugin action or a primitive the worker does not
 # have: a client can put anything in a URL, and a label takes a bounded set.
-UNKNOWN_PLUGIN = "plugin/(unknown)"
-UNKNOWN_PRIMITIVE = "primitive/(unknown)"
-JOBS_PATH = API_PREFIX + "jobs"
+UNKNOWN_PLUGIN = f"{PLUGIN}/(unknown)"
+UNKNOWN_PRIMITIVE = f"{PRIMITIVE}/(unknown)"
+JOBS_PATH = API_PREFIX + JOBS
 # The status logged for a request whose client went away before its answer
 # (nginx's convention).
 CLIENT_CLOSED = 499
@@ -73,7 +74,7 @@ def route_of(request: HttpRequest) -> str:
     if match.url_name == "no_route":
         return "(no route)"
     if match.url_name == "primitive":
-        return f"primitive/{match.kwargs['name'][:64]}"
+        return f"{PRIMITIVE}/{match.kwargs['name'][:64]}"
     return route_name(match.route)
 
 
@@ -94,7 +95,7 @@ def logged_path(request: HttpRequest) -> str:
     """The request's path, without a media token: a token is a download right."""
     match = getattr(request, "resolver_match", None)
     if match is not None and match.url_name == "media":
-        return API_PREFIX + "media/<token>"
+        return f"{API_PREFIX}{MEDIA}/<token>"
     return request.path
 
 

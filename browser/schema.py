@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
-from browser.pages import PAGE_ID_PATTERN, RESERVED_PAGE_IDS
+from browser.pages import PAGE_ID_PATTERN
+from core.routes import RESERVED_PAGE_IDS
 
 # The pattern a page id matches, less the words the router uses: those paths
 # are other routes, so such a "page id" never reaches a page route.
