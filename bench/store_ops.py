@@ -4,9 +4,9 @@
     PENELOPE_STORE=/tmp/x python -m bench.store_ops sweep --jobs 1000
     PENELOPE_STORE=/tmp/x python -m bench.store_ops running --jobs 1000
 
-`recovery` inserts running jobs and times what `jobs.service.recover()` does
+`recovery` inserts running jobs and times what `jobs.services.recover()` does
 (`serve` runs it before its port opens); `sweep` inserts expired jobs, each
-holding one media file on disk, and times what `jobs.service.sweep()` does;
+holding one media file on disk, and times what `jobs.services.sweep()` does;
 both also time their longest batch, one write transaction each;
 `running` only inserts running jobs, for a real worker to recover at its
 start. Each prints one JSON line. Run `bench.run`, which calls this.
@@ -79,9 +79,9 @@ class Longest:
 
 
 def recovery(count: int) -> dict:
-    """What `jobs.service.recover()` does, its batches timed one by one."""
+    """What `jobs.services.recover()` does, its batches timed one by one."""
     from core.db_thread import drain
-    from jobs.service import discard_expired_batch, interrupt_batch
+    from jobs.services import discard_expired_batch, interrupt_batch
 
     insert_running(count, webhook_share=0.5)
     longest = Longest()
@@ -98,7 +98,7 @@ def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
     """`count` ended jobs past their deadline, each holding one media file."""
     from core.db_thread import drain
     from jobs.models import Job
-    from jobs.service import discard_expired_batch
+    from jobs.services import discard_expired_batch
     from media_store import store as media
 
     now = time.time()
@@ -120,7 +120,7 @@ def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
     files_before = sum(1 for entry in media.media_dir().iterdir() if entry.is_file())
     longest = Longest()
     began = time.perf_counter()
-    now = time.time()  # what `jobs.service.sweep()` does, its batches timed one by one
+    now = time.time()  # what `jobs.services.sweep()` does, its batches timed one by one
     counts = {"jobs": drain(longest.timed(discard_expired_batch), now), "files": drain(longest.timed(media.sweep_batch), now)}
     seconds = time.perf_counter() - began
     files_after = sum(1 for entry in media.media_dir().iterdir() if entry.is_file())

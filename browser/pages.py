@@ -27,7 +27,18 @@ from django.conf import settings
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core import events, metrics
-from core.api import ApiError
+from core.errors import (
+    BrowserNotRunning,
+    InvalidPageId,
+    LeaseRequired,
+    PageAlreadyOpen,
+    PageBusy,
+    PageNotOpen,
+    PageStaysOpen,
+    TabLost,
+    TooManyPages,
+)
+from core.events import Event
 from core.tasks import spawn
 
 if TYPE_CHECKING:
@@ -57,12 +68,11 @@ def page_of_path(path: str) -> str | None:
 
 def validate_page_id(page_id: str) -> str:
     if not PAGE_ID_PATTERN.fullmatch(page_id or ""):
-        raise ApiError(
-            400,
+        raise InvalidPageId(
             "A page id is 1 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.",
         )
     if page_id in RESERVED_PAGE_IDS:
-        raise ApiError(400, f"'{page_id}' is a word the API uses and cannot name a page.")
+        raise InvalidPageId(f"'{page_id}' is a word the API uses and cannot name a page.")
     return page_id
 
 
@@ -154,7 +164,7 @@ class ManagedPage:
         self.tab_lost(f"Page {self.name}'s renderer crashed during the call; the page is reopened for the next call.")
         metrics.page_crashed()
         log.warning("page %s: the renderer crashed (at %s)", self.name, url_of(tab) or "about:blank")
-        events.publish("page.crashed", page_id=self.name, job_id=self.job_id, detail={"url": url_of(tab)})
+        events.publish(Event.PAGE_CRASHED, page_id=self.name, job_id=self.job_id, detail={"url": url_of(tab)})
 
     def tab_lost(self, fault: str) -> None:
         self.tab_generation += 1
@@ -178,10 +188,10 @@ class ManagedPage:
     def current_lease(self) -> Lease | None:
         if self.lease is not None and self.lease.expired(time.monotonic()):
             self.lease = None  # found expired: released now
-            self._publish("page.released")
+            self._publish(Event.PAGE_RELEASED)
         return self.lease
 
-    def _publish(self, event: str) -> None:
+    def _publish(self, event: Event) -> None:
         events.publish(event, page_id=self.name, job_id=self.job_id)
 
     def check_lease(self, lease_id: str | None) -> Lease | None:
@@ -189,12 +199,12 @@ class ManagedPage:
         lease = self.current_lease()
         if lease is None:
             if lease_id:
-                raise ApiError(423, "The lease in X-Lease is unknown or expired.", self.name)
+                raise LeaseRequired("The lease in X-Lease is unknown or expired.", self.name)
             return None
         if not lease_id:
-            raise ApiError(423, f"Page {self.name} is leased; send its lease in X-Lease.", self.name)
+            raise LeaseRequired(f"Page {self.name} is leased; send its lease in X-Lease.", self.name)
         if not secrets.compare_digest(lease_id.encode(), lease.id.encode()):
-            raise ApiError(423, f"The lease in X-Lease does not hold page {self.name}.", self.name)
+            raise LeaseRequired(f"The lease in X-Lease does not hold page {self.name}.", self.name)
         return lease
 
     def take_lease(self, ttl: float, lease_id: str | None) -> Lease:
@@ -206,9 +216,9 @@ class ManagedPage:
             lease.expires_at = time.monotonic() + ttl
             return lease
         if lease_id:
-            raise ApiError(423, "The lease in X-Lease is unknown or expired.", self.name)
+            raise LeaseRequired("The lease in X-Lease is unknown or expired.", self.name)
         self.lease = Lease(id=secrets.token_hex(16), ttl=ttl, expires_at=time.monotonic() + ttl)
-        self._publish("page.leased")
+        self._publish(Event.PAGE_LEASED)
         return self.lease
 
     def release_lease(self, lease_id: str | None, *, force: bool = False) -> Lease:
@@ -221,12 +231,12 @@ class ManagedPage:
         """
         lease = self.current_lease()
         if lease is None:
-            raise ApiError(423, f"Page {self.name} has no lease to release.", self.name)
+            raise LeaseRequired(f"Page {self.name} has no lease to release.", self.name)
         if not force:
             self.check_lease(lease_id)
         lease.released_at = time.monotonic()
         self.lease = None
-        self._publish("page.released")
+        self._publish(Event.PAGE_RELEASED)
         if force:
             log.warning(
                 "page %s: lease broken by force, %.1f s after it was taken (%d call(s) under it run on, job %s)",
@@ -240,10 +250,10 @@ class ManagedPage:
     def busy(self) -> bool:
         return self.lock.locked()
 
-    def _busy_error(self) -> ApiError:
+    def _busy_error(self) -> PageBusy:
         if self.job_id:
-            return ApiError(409, f"Page {self.name} is busy: job {self.job_id} runs on it.", self.name)
-        return ApiError(409, f"Page {self.name} is busy.", self.name)
+            return PageBusy(f"Page {self.name} is busy: job {self.job_id} runs on it.", self.name)
+        return PageBusy(f"Page {self.name} is busy.", self.name)
 
     async def acquire(self, lease_id: str | None, wait_s: float) -> Claim:
         """Wait in arrival order for the page, up to `wait_s`, then 409.
@@ -265,9 +275,9 @@ class ManagedPage:
         """Claim an idle page for a job at once, or 409 without waiting."""
         self.check_lease(lease_id)
         if self.job_id:
-            raise ApiError(409, f"Page {self.name} already runs job {self.job_id}.", self.name)
+            raise PageBusy(f"Page {self.name} already runs job {self.job_id}.", self.name)
         if self.lock.locked() or self.waiting:
-            raise ApiError(409, f"Page {self.name} is not idle: a call is running on it.", self.name)
+            raise PageBusy(f"Page {self.name} is not idle: a call is running on it.", self.name)
         # An unlocked lock with no waiters is taken without suspending, so no
         # other caller can slip in between the check above and this line.
         await self.lock.acquire()
@@ -279,14 +289,14 @@ class ManagedPage:
         # The page may have been closed or leased while this caller waited.
         try:
             if self.closed:
-                raise ApiError(404, f"Page {self.name} was closed.", self.name)
+                raise PageNotOpen(f"Page {self.name} was closed.", self.name)
             lease = self.check_lease(lease_id)
-        except ApiError:
+        except (PageNotOpen, LeaseRequired):
             self.lock.release()
             raise
         if lease is not None:
             lease.active_calls += 1
-        events.publish("page.busy", page_id=self.name, job_id=job_id)
+        events.publish(Event.PAGE_BUSY, page_id=self.name, job_id=job_id)
         return Claim(page=self, lease=lease, job_id=job_id)
 
     def release(self, claim: Claim) -> None:
@@ -300,7 +310,7 @@ class ManagedPage:
         if claim.job_id and self.job_id == claim.job_id:
             self.job_id = None
         self.lock.release()
-        events.publish("page.idle", page_id=self.name, job_id=claim.job_id)
+        events.publish(Event.PAGE_IDLE, page_id=self.name, job_id=claim.job_id)
 
     def state(self) -> dict:
         lease = self.current_lease()
@@ -387,11 +397,11 @@ class PageRegistry:
         """The browser once it takes calls (a relaunch waited for, up to
         `wait_s`), or 503 naming why not."""
         if self.browser is None:
-            raise ApiError(503, "The browser is not running.", page_id)
+            raise BrowserNotRunning("The browser is not running.", page_id)
         try:
             await self.browser.wait_up(wait_s)
         except BrowserUnavailable as error:
-            raise ApiError(503, str(error), page_id) from None
+            raise BrowserNotRunning(str(error), page_id) from None
         return self.browser
 
     # --- pages -----------------------------------------------------------------------
@@ -399,19 +409,19 @@ class PageRegistry:
     def get(self, page_id: str) -> ManagedPage:
         page = self.pages.get(page_id)
         if page is None:
-            raise ApiError(404, f"Page {page_id} is not open.", page_id)
+            raise PageNotOpen(f"Page {page_id} is not open.", page_id)
         return page
 
     async def open(self, page_id: str) -> ManagedPage:
         validate_page_id(page_id)
         if page_id in self.pages:
-            raise ApiError(409, f"Page {page_id} is already open.", page_id)
+            raise PageAlreadyOpen(f"Page {page_id} is already open.", page_id)
         if len(self.pages) >= settings.MAX_PAGES:
-            raise ApiError(
-                409, f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id
+            raise TooManyPages(
+                f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id
             )
         if self.browser is None:
-            raise ApiError(503, "The browser is not running.", page_id)
+            raise BrowserNotRunning("The browser is not running.", page_id)
         # Reserve the name before the await so two openers cannot both pass,
         # and hold its lock (free: no suspension) while its tab opens, so no
         # call runs on it and no recycle begins under it.
@@ -431,7 +441,7 @@ class PageRegistry:
     async def close(self, page_id: str, lease_id: str | None) -> None:
         page = self.get(page_id)
         if page_id == MAIN_PAGE:
-            raise ApiError(409, "Page main is the worker's default page and stays open.", page_id)
+            raise PageStaysOpen("Page main is the worker's default page and stays open.", page_id)
         page.check_lease(lease_id)
         if page.opening or page.busy or page.waiting:
             raise page._busy_error()
@@ -450,7 +460,7 @@ class PageRegistry:
         spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
         try:
             tab = await self.open_tab(page.name, settings.PAGE_WAIT_S)
-        except ApiError as error:
+        except (BrowserNotRunning, TabLost) as error:
             log.warning("page %s: no new tab after a cancel (%s); its next call opens one", page.name, error.message)
             return
         if page.tab is None and not page.closed:
@@ -488,7 +498,7 @@ class PageRegistry:
             browser = await self.wait_for_browser(page_id, max(0.0, deadline - time.monotonic()))
             try:
                 return await new_tab(browser, page_id)
-            except ApiError:
+            except TabLost:
                 if browser.state == BrowserState.UP or time.monotonic() >= deadline:
                     raise
 

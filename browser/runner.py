@@ -23,6 +23,7 @@ from browser.guard import PrivateGuard
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from core import events, metrics
 from core.api import error_line
+from core.events import Event
 
 log = logging.getLogger("penelope.browser")
 
@@ -245,7 +246,7 @@ class Browser:
             return
         self.state = BrowserState.RELAUNCHING
         self._up.clear()
-        events.publish("browser.down", page_id=None, detail={"cause": cause.value})
+        events.publish(Event.BROWSER_DOWN, page_id=None, detail={"cause": cause.value})
         if self.listener is not None:
             self.listener.browser_down(cause)
         self._relaunch = spawn(self._relaunch_with_backoff(cause), about=f"the browser's relaunch ({cause})")
@@ -279,14 +280,14 @@ class Browser:
         metrics.browser_relaunched(cause, took)
         self._set_up()
         log.info("browser up again after %.2f s (%s, attempt %d)", took, cause, attempt)
-        events.publish("browser.up", page_id=None, detail={"cause": cause.value, "took_s": round(took, 3)})
+        events.publish(Event.BROWSER_UP, page_id=None, detail={"cause": cause.value, "took_s": round(took, 3)})
 
     def _fail(self, why: str) -> None:
         self.state = BrowserState.FAILED
         self.failure = why
         self._up.set()  # waiters wake and see FAILED
         log.critical("the browser cannot be launched again (%s); the worker exits", why)
-        events.publish("browser.failed", page_id=None, detail={"error": why})
+        events.publish(Event.BROWSER_FAILED, page_id=None, detail={"error": why})
         if self.on_failed is not None and not self._stopped:
             self.on_failed(why)
 

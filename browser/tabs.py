@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from playwright.async_api import Error as PlaywrightError
 
 from browser.runner import BrowserUnavailable
-from core.api import ApiError, error_line
+from core.api import error_line
+from core.errors import TabLost
 from core.tasks import spawn
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ async def new_tab(browser: Browser, page_id: str) -> Page:
             spawn(close_quietly(tab, page_id), about=f"closing a tab of page {page_id} nobody waits for")
             raise
     reason = error_line(failure) if failure is not None and str(failure) else "it did not answer"
-    raise ApiError(502, f"The browser could not open a tab for page {page_id}: {reason}", page_id)
+    raise TabLost(f"The browser could not open a tab for page {page_id}: {reason}", page_id)
 
 
 def url_of(tab: Page | None) -> str:

@@ -1,9 +1,14 @@
-"""The API's error: the one exception every layer raises for an answer other
-than success. `core.rest` turns it (and every other failure) into the envelope."""
+"""The API's errors: `ApiError`, what the HTTP layer raises for an answer
+other than success, and `STATUS_OF`, the one table that gives each domain
+refusal (core/errors.py) its status. `core.rest` turns both (and every other
+failure) into the envelope; a call's or a job's stored answer uses the same
+table (`refusal`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from core import errors
 
 API_PREFIX = "/api/v1/"
 
@@ -19,6 +24,54 @@ class ApiError(Exception):
 
     def envelope(self) -> dict[str, Any]:
         return error_body(self.message, self.page_id)
+
+
+# Each domain refusal's status; a subclass takes its nearest listed base's.
+STATUS_OF: dict[type[errors.DomainError], int] = {
+    errors.InvalidPageId: 400,
+    errors.BadAction: 400,
+    errors.NavigationRefused: 403,
+    errors.PageNotOpen: 404,
+    errors.NoSuchJob: 404,
+    errors.ActionTimedOut: 408,
+    errors.PageAlreadyOpen: 409,
+    errors.TooManyPages: 409,
+    errors.PageStaysOpen: 409,
+    errors.PageBusy: 409,
+    errors.JobNotCancellable: 409,
+    errors.JobStillRunning: 409,
+    errors.KeyInFlight: 409,
+    errors.KeyReused: 422,
+    errors.LeaseRequired: 423,
+    errors.Cancelled: 499,  # nginx's "client closed request", as the request log uses it
+    errors.ActionFailed: 500,
+    errors.TabLost: 502,
+    errors.BrowserStepFailed: 502,
+    errors.BrowserNotRunning: 503,
+    errors.JobsFull: 503,
+    errors.WaitersFull: 503,
+    errors.Interrupted: 503,
+    errors.ResultTooLarge: 507,
+    errors.StoreFull: 507,
+}
+
+
+def status_of(error: errors.DomainError) -> int:
+    for kind in type(error).__mro__:
+        status = STATUS_OF.get(kind)
+        if status is not None:
+            return status
+    return 500
+
+
+def refusal(error: errors.DomainError | ApiError, page_id: str | None = None) -> ApiError:
+    """`error` as the API answers it: its status, and the envelope naming its
+    page (or `page_id` when it names none)."""
+    if isinstance(error, ApiError):
+        status = error.status
+    else:
+        status = status_of(error)
+    return ApiError(status, error.message, error.page_id if error.page_id is not None else page_id)
 
 
 def error_body(message: str, page_id: str | None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ order it was published. Each event is also shown to the metrics
 (`core.metrics.on_event`), which count jobs started and ended.
 
 A message is a dict: `type` (channels' dispatch key, always `bus.event`),
-`event` (e.g. `job.ended`), `at` (epoch seconds), `page_id`, `job_id`, any
+`event` (an `Event`, e.g. `Event.JOB_ENDED`, whose value `job.ended` is what
+sockets send; a listener names the kinds it handles), `at` (epoch seconds), `page_id`, `job_id`, any
 fields the publisher adds (`state`, `mode`), and `text`: the event as an
 event socket sends it, JSON, built only while a socket is connected.
 """
@@ -19,21 +20,38 @@ event socket sends it, JSON, built only while a socket is connected.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from channels.layers import get_channel_layer
 
 from core import metrics
+from core.tasks import spawn
 
 GROUP = "penelope.events"
 MESSAGE_TYPE = "bus.event"
 
-JOB_EVENTS = ("job.started", "job.progress", "job.ended", "job.delivered", "job.gave_up")
-PAGE_EVENTS = ("page.busy", "page.idle", "page.leased", "page.released", "page.crashed")
-BROWSER_EVENTS = ("browser.down", "browser.up", "browser.failed")
+
+class Event(enum.StrEnum):
+    """Every kind of event the bus carries; its value is the name clients see."""
+
+    JOB_STARTED = "job.started"
+    JOB_PROGRESS = "job.progress"
+    JOB_ENDED = "job.ended"
+    JOB_DELIVERED = "job.delivered"
+    JOB_GAVE_UP = "job.gave_up"
+    PAGE_BUSY = "page.busy"
+    PAGE_IDLE = "page.idle"
+    PAGE_LEASED = "page.leased"
+    PAGE_RELEASED = "page.released"
+    PAGE_CRASHED = "page.crashed"
+    BROWSER_DOWN = "browser.down"
+    BROWSER_UP = "browser.up"
+    BROWSER_FAILED = "browser.failed"
+
 
 
 class Watchers:
@@ -48,7 +66,7 @@ watchers = Watchers()
 
 
 def publish(
-    event: str,
+    event: Event,
     *,
     page_id: str | None,
     job_id: str | None = None,
@@ -61,7 +79,7 @@ def publish(
     browser's and a crash's events) is sent to sockets as it is. Outside a
     running event loop (a management command) there is nobody to tell."""
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         return
     metrics.on_event(event, fields)
@@ -78,7 +96,7 @@ def publish(
         message["text"] = json.dumps(sent, separators=(",", ":"))
     # One task per event; tasks start in the order they are created, so the
     # listeners receive events in the order they were published.
-    loop.create_task(get_channel_layer().group_send(GROUP, message))
+    spawn(get_channel_layer().group_send(GROUP, message), about=f"the event {event.value}")
 
 
 class Listener:
@@ -101,11 +119,17 @@ class Listener:
         return await self.layer.receive(self.channel)
 
 
-async def listen(on_event: Callable[[dict[str, Any]], object], *, ready: asyncio.Event | None = None) -> None:
-    """Call `on_event` with every event, for as long as this task runs (a
-    runtime service). `ready` is set once events reach it."""
+async def listen(
+    on_event: Callable[[dict[str, Any]], object], *, kinds: Collection[Event], ready: asyncio.Event | None = None
+) -> None:
+    """Call `on_event` with every event of the `kinds` it handles, for as
+    long as this task runs (a runtime service). `ready` is set once events
+    reach it."""
+    wanted = frozenset(kinds)
     async with Listener() as listener:
         if ready is not None:
             ready.set()
         while True:
-            on_event(await listener.receive())
+            message = await listener.receive()
+            if message["event"] in wanted:
+                on_event(message)

@@ -30,8 +30,9 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
-from core.api import ApiError, internal_error
+from core.api import ApiError, internal_error, refusal
 from core.auth import KEY_REQUIRED, REALM, BearerKey, HasKey
+from core.errors import DomainError
 from core.shapes import ErrorEnvelope
 
 log = logging.getLogger("penelope.api")
@@ -154,8 +155,8 @@ def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     No traceback reaches the client; an unexpected one goes to the log."""
     page_id = (context.get("kwargs") or {}).get("page_id")
     allow = None
-    if isinstance(exc, ApiError):
-        error = exc if exc.page_id is not None else ApiError(exc.status, exc.message, page_id)
+    if isinstance(exc, ApiError | DomainError):
+        error = refusal(exc, page_id)
     elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         error = ApiError(401, KEY_REQUIRED)
     elif isinstance(exc, exceptions.MethodNotAllowed):

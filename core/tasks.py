@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from core.api import ApiError
+from core.errors import DomainError
 
 log = logging.getLogger("penelope.tasks")
 
@@ -33,6 +34,6 @@ def _ended(task: asyncio.Task) -> None:
     if task.cancelled():
         return
     error = task.exception()  # retrieved here, so asyncio never reports it unread
-    if error is None or isinstance(error, ApiError):
-        return  # an answer (an ApiError is one), for whoever awaits it
+    if error is None or isinstance(error, ApiError | DomainError):
+        return  # an answer (a refusal is one), for whoever awaits it
     log.error("background task for %s failed", task.get_name(), exc_info=error)

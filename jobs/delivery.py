@@ -25,16 +25,17 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from activity.tracker import tracker
 from core import events, metrics
 from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
+from core.events import Event
 from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job, webhook_window
+from jobs.selectors import seconds_until_next_attempt
 from jobs.shapes import job_body
 from jobs.signing import sign, standard_headers
 from media_store import store as media
@@ -59,8 +60,7 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
     """Claim for `owner` the attempts due now, each with the body it will send:
     unclaimed ones, and ones whose owner has ended without recording them."""
     due = Job.objects.due_for_delivery(now)
-    others = set(due.exclude(claim_owner__isnull=True).exclude(claim_owner=owner).values_list("claim_owner", flat=True))
-    takeable = due.filter(Q(claim_owner__isnull=True) | Q(claim_owner__in=claims.dead(others)))
+    takeable = due.takeable(claims.dead(due.claim_owners_besides(owner)))
     attempts = []
     with transaction.atomic():
         for job in takeable[:limit]:
@@ -70,13 +70,6 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
             attempts.append(Attempt(job.id, job.page_id, job.callback, number, body, job.finished_at))
     return attempts
-
-
-def seconds_until_next_attempt(now: float) -> float | None:
-    """How long until an unclaimed attempt comes due (None: nothing pending)."""
-    pending = Job.objects.webhooks_pending().unclaimed().filter(next_attempt_at__isnull=False)
-    next_at = pending.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
-    return None if next_at is None else max(0.0, next_at - now)
 
 
 def url_for_log(url: str) -> str:
@@ -118,7 +111,7 @@ def record_outcome(
     outcome."""
     dropped: list[str] = []
     with transaction.atomic():
-        job = Job.objects.filter(id=attempt.job_id).first()
+        job = Job.objects.with_id(attempt.job_id)
         if job is None or job.claim_owner != owner:
             # Deleted meanwhile (an operator's sweep past its deadline): the
             # POST is logged as it went, nothing else is left to act on.
@@ -128,13 +121,13 @@ def record_outcome(
                 attempt.number,
             )
         elif outcome == DeliveryAttempt.Outcome.DELIVERED:
-            if job.record_delivered(owner=owner):
+            if job.record_final(owner=owner):
                 media.expire(job.id, until=time.time() + settings.MEDIA_AFTER_DELIVERY_S)
         elif outcome == DeliveryAttempt.Outcome.RETRY and job.record_retry(owner=owner, error=error or f"HTTP {status_code}"):
             pass
         else:
             outcome = DeliveryAttempt.Outcome.GAVE_UP
-            if job.record_gave_up(owner=owner):
+            if job.record_final(owner=owner):
                 dropped = media.drop_rows([job.id])
         DeliveryAttempt.objects.create(
             job_id=attempt.job_id,
@@ -219,7 +212,7 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
     if outcome != DeliveryAttempt.Outcome.RETRY:
         tracker.touch()  # the job stops counting: the idle clock starts now
         events.publish(
-            "job.delivered" if outcome == DeliveryAttempt.Outcome.DELIVERED else "job.gave_up",
+            Event.JOB_DELIVERED if outcome == DeliveryAttempt.Outcome.DELIVERED else Event.JOB_GAVE_UP,
             page_id=attempt.page_id,
             job_id=attempt.job_id,
             job=lambda: json.loads(attempt.body),  # the job as this attempt POSTed it
@@ -261,11 +254,11 @@ class Deliverer:
         self.wake.set()
 
     def on_event(self, message: dict[str, object]) -> None:
-        if message["event"] == "job.ended" and message.get("mode") == Job.Mode.WEBHOOK:
+        if message.get("mode") == Job.Mode.WEBHOOK:
             self.notify()
 
     async def follow_bus(self) -> None:
-        await events.listen(self.on_event)
+        await events.listen(self.on_event, kinds=(Event.JOB_ENDED,))
 
     def stop(self) -> None:
         self.stopping = True

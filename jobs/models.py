@@ -33,8 +33,55 @@ class JobQuerySet(models.QuerySet):
     def unclaimed(self) -> JobQuerySet:
         return self.filter(claim_owner__isnull=True)
 
-    def claimed_by(self, owners) -> JobQuerySet:
-        return self.filter(claim_owner__in=list(owners))
+    def claim_owners_besides(self, owner: str) -> set[str]:
+        """The deliverers other than `owner` that hold a claim among these jobs."""
+        return set(self.exclude(claim_owner__isnull=True).exclude(claim_owner=owner).values_list("claim_owner", flat=True))
+
+    def takeable(self, dead_owners: list[str]) -> JobQuerySet:
+        """Unclaimed, or claimed by a deliverer that has ended."""
+        return self.filter(Q(claim_owner__isnull=True) | Q(claim_owner__in=dead_owners))
+
+    def next_attempt_at(self) -> float | None:
+        """When the first unclaimed webhook attempt among these comes due."""
+        pending = self.webhooks_pending().unclaimed().filter(next_attempt_at__isnull=False)
+        return pending.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
+
+    def with_id(self, job_id: str) -> Job | None:
+        return self.filter(id=job_id).first()
+
+    def with_ids(self, ids: list[str]) -> JobQuerySet:
+        return self.filter(id__in=ids)
+
+    def with_key(self, key: str) -> JobQuerySet:
+        return self.filter(idempotency_key=key)
+
+    def in_state(self, state: str | None) -> JobQuerySet:
+        return self if state is None else self.filter(state=state)
+
+    def listed(
+        self, *, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
+        after: tuple[float, str] | None = None,
+    ) -> JobQuerySet:
+        """Newest first, after the cursor `after` (`(started_at, id)` of the
+        last job of the previous page), without the results: one indexed query."""
+        jobs = self.in_state(state).defer("result", "params")
+        if page_id is not None:
+            jobs = jobs.filter(page_id=page_id)
+        if plugin is not None:
+            jobs = jobs.filter(plugin=plugin)
+        if after is not None:
+            started_at, job_id = after
+            jobs = jobs.filter(Q(started_at__lt=started_at) | Q(started_at=started_at, id__lt=job_id))
+        return jobs.order_by("-started_at", "-id")
+
+    def ids(self, limit: int) -> list[str]:
+        return list(self.values_list("id", flat=True)[:limit])
+
+    def count_by_state(self) -> dict[str, int]:
+        counted = {state: 0 for state in Job.State.values}
+        for row in self.order_by().values("state").annotate(count=models.Count("id")):
+            counted[row["state"]] = row["count"]
+        return counted
 
 
 class Job(models.Model):
@@ -146,9 +193,9 @@ class Job(models.Model):
             changes["expires_at"] = finished_at + (self.ttl or 0)
         return self._moved(Q(state=self.State.RUNNING), **changes)
 
-    def interrupt(self, *, now: float, result: dict) -> bool:
+    def interrupt(self, *, now: float, status: int, result: dict) -> bool:
         """running -> interrupted, ended now: the worker stopped under it."""
-        return self.finish(state=self.State.INTERRUPTED, status=503, result=result, finished_at=now, media_tokens=[])
+        return self.finish(state=self.State.INTERRUPTED, status=status, result=result, finished_at=now, media_tokens=[])
 
     def slot_due(self, now: float) -> int:
         """The schedule slot an attempt at `now` stands for: the latest one due.
@@ -178,8 +225,10 @@ class Job(models.Model):
         deleted, _ = Job.objects.filter(id=self.id).exclude(state=Job.State.RUNNING).delete()
         return bool(deleted)
 
-    def record_delivered(self, *, owner: str) -> bool:
-        """The owner's attempt was answered 2xx: the job is deleted."""
+    def record_final(self, *, owner: str) -> bool:
+        """The owner's attempt delivered the job (2xx), or was final (or the
+        last): the job is deleted. Its media are the caller's to keep for a
+        while or drop, in the same transaction."""
         deleted, _ = Job.objects.filter(id=self.id, claim_owner=owner).delete()
         return bool(deleted)
 
@@ -197,12 +246,6 @@ class Job(models.Model):
             next_attempt_at=self.finished_at + offsets[self.last_slot + 1],
         )
 
-    def record_gave_up(self, *, owner: str) -> bool:
-        """The owner's attempt was final (or the last): the job is deleted; its
-        media are the caller's to drop in the same transaction."""
-        deleted, _ = Job.objects.filter(id=self.id, claim_owner=owner).delete()
-        return bool(deleted)
-
 
 def attempt_offsets() -> list[float]:
     return sorted(settings.WEBHOOK_ATTEMPTS_S)
@@ -217,6 +260,15 @@ def webhook_window() -> float:
 class DeliveryAttemptQuerySet(models.QuerySet):
     def expired(self, now: float) -> DeliveryAttemptQuerySet:
         return self.filter(expires_at__lte=now)
+
+    def of_job(self, job_id: str) -> DeliveryAttemptQuerySet:
+        return self.filter(job_id=job_id)
+
+    def with_ids(self, ids: list[int]) -> DeliveryAttemptQuerySet:
+        return self.filter(id__in=ids)
+
+    def ids(self, limit: int) -> list[int]:
+        return list(self.values_list("id", flat=True)[:limit])
 
 
 class DeliveryAttempt(models.Model):

@@ -18,10 +18,10 @@ from rest_framework import serializers
 
 from browser.pages import PAGE_ID_PATTERN, ManagedPage
 from core.api import ApiError
+from core.errors import NoSuchJob
 from core.rest import ApiView, answer, validated
 from core.schema import operation
 from core.shapes import JOB_ID_PATTERN
-from jobs import service
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
 from jobs.models import Job
 from jobs.options import (
@@ -34,6 +34,9 @@ from jobs.options import (
     parse_options,
     plain_seconds,
 )
+from jobs.runner import JobRunner
+from jobs.selectors import LIST_LIMIT, MAX_LIST_LIMIT
+from jobs.services import NO_SUCH_JOB
 from jobs.shapes import JobAccepted, JobAt, JobList, JobPoll
 from jobs.waiting import MAX_WAIT_S
 from plugins.framework import Action
@@ -160,10 +163,12 @@ def wait_seconds(request: Any) -> float | None:
 
 def check_job_id(job_id: str) -> None:
     if not JOB_ID.fullmatch(job_id):
-        raise ApiError(404, service.NO_SUCH_JOB)
+        raise NoSuchJob(NO_SUCH_JOB)
 
 
 class JobDetail(ApiView):
+    runner: JobRunner | None = None  # set by the URL configuration
+
     @extend_schema(
         **operation(
             operation_id="pollJob",
@@ -181,7 +186,7 @@ class JobDetail(ApiView):
     async def get(self, request: Any, job_id: str) -> HttpResponse:
         wait_s = wait_seconds(request)
         check_job_id(job_id)
-        job = await (service.poll(job_id) if wait_s is None else service.wait_for_end(job_id, wait_s))
+        job = await (self.runner.poll(job_id) if wait_s is None else self.runner.wait(job_id, wait_s))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time()))
@@ -202,11 +207,13 @@ class JobDetail(ApiView):
     )
     async def delete(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        await service.forget(job_id)
+        await self.runner.forget(job_id)
         return HttpResponse(status=204)
 
 
 class JobCancel(ApiView):
+    runner: JobRunner | None = None  # set by the URL configuration
+
     @extend_schema(
         **operation(
             operation_id="cancelJob",
@@ -229,7 +236,7 @@ class JobCancel(ApiView):
     )
     async def post(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        job = await service.cancel(job_id)
+        job = await self.runner.cancel(job_id)
         return answer(JobPoll, JobAt(job, time.time()))
 
 
@@ -238,7 +245,7 @@ class JobListQuery(serializers.Serializer):
     page_id = serializers.RegexField(f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page.")
     plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`.")
     limit = serializers.IntegerField(
-        min_value=1, max_value=service.MAX_LIST_LIMIT, default=service.LIST_LIMIT, help_text="Jobs per answer."
+        min_value=1, max_value=MAX_LIST_LIMIT, default=LIST_LIMIT, help_text="Jobs per answer."
     )
     cursor = serializers.CharField(max_length=200, required=False, help_text="The `next` of the previous answer.")
 
@@ -259,6 +266,8 @@ def encode_cursor(after: tuple[float, str] | None) -> str | None:
 
 
 class JobListView(ApiView):
+    runner: JobRunner | None = None  # set by the URL configuration
+
     @extend_schema(
         **operation(
             operation_id="listJobs",
@@ -277,7 +286,7 @@ class JobListView(ApiView):
         # A plain dict: DRF reads a QueryDict as a form, where a blank value counts as absent.
         query = dict(validated(JobListQuery, dict(request.query_params.items())))
         after = query.pop("cursor", None)
-        jobs, next_after = await service.list_jobs(**query, after=after)
+        jobs, next_after = await self.runner.jobs(**query, after=after)
         now = time.time()
         body = {"success": True, "page_id": None, "jobs": [JobAt(job, now) for job in jobs], "next": encode_cursor(next_after)}
         return answer(JobList, body)
@@ -285,7 +294,11 @@ class JobListView(ApiView):
 
 class JobStart:
     """What the plugin route is given to run a call as a job: it reads the
-    job headers, starts the job and answers 202 (see `plugins.views.JobStarter`)."""
+    job headers, starts the job on the job runner and answers 202 (see
+    `plugins.views.JobStarter`)."""
+
+    def __init__(self, runner: JobRunner) -> None:
+        self.runner = runner
 
     async def options(self, request: HttpRequest) -> JobOptions | None:
         options = parse_options(request)
@@ -299,7 +312,7 @@ class JobStart:
     async def start(
         self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
     ) -> HttpResponse:
-        job = await service.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
+        job = await self.runner.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
         accepted = {
             "success": True,
             "page_id": job.page_id,

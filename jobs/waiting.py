@@ -1,20 +1,18 @@
 """Long-polls: `GET /api/v1/jobs/{job_id}?wait=S` answers as soon as the job
-ends. Each waiter is a future keyed by its job; one listener on the event bus
-resolves them on `job.ended`, so a waiter costs nothing while it waits, and
-nothing at all once its client has gone (its request is cancelled, and the
-future with it)."""
+ends. Each waiter is a future keyed by its job, which the job runner sets
+when it stores the job's end (`wake`), so a waiter costs nothing while it
+waits, and nothing at all once its client has gone (its request is
+cancelled, and the future with it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 from django.conf import settings
 
-from core import events
-from core.api import ApiError
+from core.errors import WaitersFull
 
 MAX_WAIT_S = 60.0
 
@@ -28,10 +26,10 @@ class Waiters:
     def waiting(self, job_id: str) -> Iterator[asyncio.Future]:
         """A future set when the job ends; registered before the caller reads
         the job, so an end between that read and the wait is not missed.
-        503 past MAX_WAITERS."""
+        WaitersFull past MAX_WAITERS."""
         if self.count >= settings.MAX_WAITERS:
-            raise ApiError(
-                503, f"{settings.MAX_WAITERS} long-polls are waiting already (MAX_WAITERS); poll without wait, or try again."
+            raise WaitersFull(
+                f"{settings.MAX_WAITERS} long-polls are waiting already (MAX_WAITERS); poll without wait, or try again."
             )
         ended = asyncio.get_running_loop().create_future()
         self.by_job.setdefault(job_id, set()).add(ended)
@@ -47,16 +45,8 @@ class Waiters:
                 if not same_job:
                     del self.by_job[job_id]
 
-    def on_event(self, message: dict[str, Any]) -> None:
-        if message["event"] != "job.ended":
-            return
-        for ended in self.by_job.pop(message["job_id"], ()):
+    def wake(self, job_id: str) -> None:
+        """The job's end is stored: every long-poll on it answers now."""
+        for ended in self.by_job.pop(job_id, ()):
             if not ended.done():
                 ended.set_result(None)
-
-    async def listen(self) -> None:
-        """The runtime service that hears the bus."""
-        await events.listen(self.on_event)
-
-
-waiters = Waiters()

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Sum
 
-from core.api import ApiError
 from core.db_thread import BATCH_ROWS, drain, on_db_thread
+from core.errors import StoreFull
 from media_store.models import MediaFile
 
 log = logging.getLogger("penelope.media")
@@ -82,8 +82,7 @@ def register(
         with transaction.atomic():
             cap = settings.MEDIA_MAX_MB * MB
             if MediaFile.objects.unclaimed_bytes() + size > cap:
-                raise ApiError(
-                    507,
+                raise StoreFull(
                     f"The media store is full: this {size}-byte file would pass the "
                     f"{settings.MEDIA_MAX_MB:g} MB cap (MEDIA_MAX_MB).",
                 )

@@ -15,28 +15,33 @@ from core.api import API_PREFIX, internal_error
 from core.db_thread import on_db_thread
 from core.rest import NoRoute, error_response
 from core.schema import SchemaView
-from jobs import service as job_service
+from jobs import selectors as job_selectors
+from jobs.runner import JobRunner
 from jobs.views import JobCancel, JobDetail, JobListView, JobStart
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
 
 api = "api/v1/"
 
+# The worker's one job runner: what the job routes and the plugin route share,
+# and what the runtime stops (worker/setup.py).
+job_runner = JobRunner()
+
 urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
-    path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_service.counts)), name="activity"),
+    path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_selectors.counts)), name="activity"),
     path(api + "workload", WorkloadView.as_view(), name="workload"),
-    path(api + "metrics", MetricsView.as_view(jobs_held=job_service.held_by_state, job_counts=on_db_thread(job_service.counts)), name="metrics"),
+    path(api + "metrics", MetricsView.as_view(jobs_held=job_selectors.held_by_state, job_counts=on_db_thread(job_selectors.counts)), name="metrics"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),
     path(api + "media/<str:token>", Download.as_view(), name="media"),
-    path(api + "jobs", JobListView.as_view(), name="jobs"),
-    path(api + "jobs/<str:job_id>", JobDetail.as_view(), name="job"),
-    path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(), name="job_cancel"),
+    path(api + "jobs", JobListView.as_view(runner=job_runner), name="jobs"),
+    path(api + "jobs/<str:job_id>", JobDetail.as_view(runner=job_runner), name="job"),
+    path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(runner=job_runner), name="job_cancel"),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
-    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart()), name="plugin"),
+    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart(job_runner)), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),

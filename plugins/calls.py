@@ -13,7 +13,8 @@ from typing import Any
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage, registry
-from core.api import ApiError, error_body
+from core.api import refusal
+from core.errors import DomainError, NavigationRefused, TabLost
 from core.tasks import spawn
 from plugins.framework import Action, Context, Outcome, run_action
 
@@ -33,8 +34,8 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
     try:
         try:
             tab = await registry.ensure_tab(page, settings.PAGE_WAIT_S)
-        except ApiError as error:
-            return Outcome(error.status, error_body(error.message, page.name), time.time(), 0.0)
+        except DomainError as error:  # the browser is down, or no tab opens
+            return refused(error, page.name, time.time(), 0.0)
         generation = page.tab_generation  # no await since the tab was checked
         page.on_tab_lost = ctx.end_now
         page.refused = None
@@ -45,14 +46,20 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
             if page.on_tab_lost == ctx.end_now:  # a cancelled job's plugin may end after the page moved on
                 page.on_tab_lost = None
         if page.tab_generation != generation:
-            outcome = Outcome(502, error_body(page.fault, page.name), outcome.started_at, outcome.duration_s)
+            outcome = refused(TabLost(page.fault), page.name, outcome.started_at, outcome.duration_s)
         elif page.refused is not None:  # BROWSER_REFUSE_PRIVATE: whatever the action made of the 403 page
-            outcome = Outcome(403, error_body(page.refused, page.name), outcome.started_at, outcome.duration_s)
+            outcome = refused(NavigationRefused(page.refused), page.name, outcome.started_at, outcome.duration_s)
         return outcome
     finally:
         page.release(claim)
         if ran:  # a call the browser ran counts toward a recycle, and its cookies are read
             registry.call_ended()
+
+
+def refused(error: DomainError, page_id: str, started_at: float, duration_s: float) -> Outcome:
+    """The outcome of a call the domain refused: its status and the envelope."""
+    answer = refusal(error, page_id)
+    return Outcome(answer.status, answer.envelope(), started_at, duration_s)
 
 
 async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None) -> Outcome:

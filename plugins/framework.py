@@ -28,7 +28,15 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from core.api import ApiError, error_body, first_line
+from core.api import ApiError, first_line, refusal
+from core.errors import (
+    ActionFailed,
+    ActionTimedOut,
+    BadAction,
+    BrowserStepFailed,
+    DomainError,
+    ResultTooLarge,
+)
 from core.rest import validated
 
 log = logging.getLogger("penelope.plugins")
@@ -187,47 +195,58 @@ async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Co
 
 
 async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> tuple[int, dict[str, Any]]:
+    try:
+        result = await _result(action, page, params, ctx)
+    except (ApiError, DomainError) as error:
+        refused = refusal(error, ctx.page_id)
+        return refused.status, refused.envelope()
+    return 200, {"success": True, "page_id": ctx.page_id, **result}
+
+
+async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """The action's result, checked; whatever goes wrong is raised as a
+    refusal (core/errors.py) naming it."""
     page_id = ctx.page_id
     limit = action.time_limit(params)
     try:
         # In this task (asyncio.wait_for would start another one per call).
         async with asyncio.timeout(limit) as ctx._deadline:
             result = await action.run(page, params, ctx)
-    except ApiError as error:
-        return error.status, error_body(error.message, page_id)
+    except (ApiError, DomainError):
+        raise  # the action's own refusal (a PluginError), or one of the page's
     except (TimeoutError, PlaywrightTimeoutError) as error:
         if isinstance(error, PlaywrightTimeoutError):
-            message = f"{action.route} timed out on the page: {first_line(error.message)}"
-        else:
-            message = f"{action.route} ran past its time limit of {limit:g} s."
-        return 408, error_body(message, page_id)
+            raise ActionTimedOut(f"{action.route} timed out on the page: {first_line(error.message)}", page_id) from None
+        raise ActionTimedOut(f"{action.route} ran past its time limit of {limit:g} s.", page_id) from None
     except PlaywrightError as error:
         if BAD_SELECTOR.search(error.message or ""):
-            return 400, error_body(f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id)
+            raise BadAction(f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id) from None
         log.warning("%s on page %s failed: %s", action.route, page_id, error.message)
-        return 502, error_body(f"{action.route} failed in the browser: {first_line(error.message)}", page_id)
+        raise BrowserStepFailed(f"{action.route} failed in the browser: {first_line(error.message)}", page_id) from None
     except Exception:
         log.exception("%s on page %s raised", action.route, page_id)
-        return 500, error_body(f"{action.route} failed with an unexpected error; the details are in the worker's log.", page_id)
+        raise ActionFailed(
+            f"{action.route} failed with an unexpected error; the details are in the worker's log.", page_id
+        ) from None
     finally:
         ctx._deadline = None
     if not isinstance(result, dict):
         log.error("%s returned %r instead of a dict", action.route, type(result))
-        return 500, error_body(f"{action.route} returned no result object.", page_id)
+        raise ActionFailed(f"{action.route} returned no result object.", page_id)
     try:
         # A job stores the result as JSON and a plain call sends it: both need strict JSON.
         encoded = json.dumps(result, allow_nan=False)  # ASCII: its length is its size in bytes
     except (TypeError, ValueError):
         log.error("%s returned a result that is not strict JSON", action.route)
-        return 500, error_body(f"{action.route} returned a result that cannot be sent as JSON.", page_id)
+        raise ActionFailed(f"{action.route} returned a result that cannot be sent as JSON.", page_id) from None
     if len(encoded) > settings.RESULT_MAX_BYTES:
         log.warning("%s answered %d bytes of JSON, past RESULT_MAX_BYTES", action.route, len(encoded))
-        return 507, error_body(
+        raise ResultTooLarge(
             f"{action.route} answered {len(encoded)} bytes of JSON, more than RESULT_MAX_BYTES "
             f"({settings.RESULT_MAX_BYTES}); nothing of it was kept. Ask for less, or for files.",
             page_id,
         )
-    return 200, {"success": True, "page_id": page_id, **result}
+    return result
 
 
 # A selector the browser cannot parse is the caller's mistake (400), not a

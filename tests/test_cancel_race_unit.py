@@ -9,11 +9,11 @@ import pytest
 
 from browser.pages import Claim, ManagedPage
 from jobs.models import Job
-from jobs.service import RunningJob, plugin_ended_or_cancelled
+from jobs.run import JobRun
 
 
-def running_job(number: int) -> RunningJob:
-    return RunningJob(job=Job(id=f"{number:016x}", page_id="main"), claim=Claim(page=ManagedPage("main"), lease=None))
+def running_job(number: int) -> JobRun:
+    return JobRun(job=Job(id=f"{number:016x}", page_id="main"), claim=Claim(page=ManagedPage("main"), lease=None))
 
 
 @pytest.mark.parametrize("cancel_first", [False, True])
@@ -22,7 +22,7 @@ async def test_a_plugin_that_ends_in_the_same_turn_as_a_cancel_keeps_its_result(
     for number in range(200):
         run = running_job(number)
         plugin = loop.create_future()
-        decision = asyncio.ensure_future(plugin_ended_or_cancelled(run, plugin))
+        decision = asyncio.ensure_future(run.plugin_ended_or_cancelled(plugin))
         await asyncio.sleep(0)  # it now waits for either
         # Both in one turn, before the run resumes: the request is taken (the
         # outcome was not chosen yet), yet the plugin's result stands.
@@ -39,7 +39,7 @@ async def test_a_plugin_that_ends_in_the_same_turn_as_a_cancel_keeps_its_result(
 async def test_a_cancel_before_the_plugin_ends_stops_it():
     run = running_job(1)
     plugin = asyncio.ensure_future(asyncio.sleep(60))
-    decision = asyncio.ensure_future(plugin_ended_or_cancelled(run, plugin))
+    decision = asyncio.ensure_future(run.plugin_ended_or_cancelled(plugin))
     await asyncio.sleep(0)
     assert run.request_cancel()
     assert await decision is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.service import HeldJobsBound
+from jobs.services import HeldJobsBound
 
 
 @pytest.fixture(autouse=True)

@@ -17,13 +17,13 @@ async def load_plugins() -> None:
 
 async def recover_jobs() -> None:
     """Before the port opens: jobs caught running become interrupted."""
-    from jobs.service import arecover
+    from jobs.services import arecover
 
     await arecover()
 
 
 async def sweep_jobs() -> None:
-    from jobs.service import asweep
+    from jobs.services import asweep
 
     await asweep()
 
@@ -55,26 +55,25 @@ async def log_browser_events() -> None:
     """The browser's relaunches and the pages' crashes, into the request log."""
     from activity import log as request_log
     from core import events
+    from core.events import Event
 
-    await events.listen(request_log.record_browser_event)
+    kinds = (Event.BROWSER_UP, Event.BROWSER_FAILED, Event.PAGE_CRASHED)
+    await events.listen(request_log.record_browser_event, kinds=kinds)
 
 
 def build_runtime() -> Runtime:
-    from jobs import service as job_service
     from jobs.delivery import Deliverer
-    from jobs.waiting import waiters
+    from penelope_site.urls import job_runner
 
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
     deliverer = Deliverer()
     runtime.services.append(deliverer.run_forever)
-    # The event bus's listeners inside the worker: the deliverer wakes when a
-    # webhook job ends, long-polls answer when their job ends.
+    # The deliverer wakes when the bus says a webhook job ended.
     runtime.services.append(deliverer.follow_bus)
-    runtime.services.append(waiters.listen)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
-    runtime.shutdown_steps.append(job_service.cancel_running)
+    runtime.shutdown_steps.append(job_runner.stop)
     # The request log, media orphans, the memory purge.
     from activity import log as request_log
     from browser.purge import purge_loop_step

@@ -22,20 +22,18 @@ class Command(BaseCommand):
     def handle(self, *args, job_id: str | None, state: str | None, limit: int, full: bool, **options):
         now = time.time()
         if job_id:
-            job = Job.objects.filter(id=job_id).first()
+            job = Job.objects.with_id(job_id)
             if job is None:
                 raise CommandError(f"No job {job_id}.")
             body = job_body(job, now)
             body["attempt_log"] = list(
-                DeliveryAttempt.objects.filter(job_id=job_id).values("number", "outcome", "status_code", "error", "duration_ms")
+                DeliveryAttempt.objects.of_job(job_id).values("number", "outcome", "status_code", "error", "duration_ms")
             )
             self.stdout.write(json.dumps(body, indent=2) if full else summary(body))
             return
         if full:
             raise CommandError("--full shows one job: give its JOB_ID.")
-        jobs = Job.objects.all()
-        if state:
-            jobs = jobs.filter(state=state)
+        jobs = Job.objects.in_state(state or None)
         self.stdout.write(f"{'job':16}  {'state':11}  {'mode':7}  {'page':12}  {'status':6}  {'att':3}  plugin")
         for job in jobs[:limit]:
             self.stdout.write(

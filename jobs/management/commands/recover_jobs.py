@@ -9,7 +9,7 @@ started meanwhile is refused until it is done.
 from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
-from jobs.service import recover
+from jobs.services import recover
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from core.loops import Loop, run_until_signalled
-from jobs.service import asweep, sweep
+from jobs.services import asweep, sweep
 
 
 def positive_seconds(raw: str) -> float:

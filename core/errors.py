@@ -1,0 +1,128 @@
+"""The domain's refusals, in the domain's words.
+
+The page model, the job core and the plugin framework raise these; none of
+them knows HTTP. Each carries one sentence for whoever asked and the page it
+concerns. `core.api.STATUS_OF` is the one table that turns them into a status
+and the envelope: for the API's exception handler, and for a plain call's or
+a job's stored answer.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A rule refused what was asked: `message` says which, to the client."""
+
+    def __init__(self, message: str, page_id: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.page_id = page_id
+
+
+# --- the browser and its pages ----------------------------------------------------
+
+
+class InvalidPageId(DomainError):
+    """A page id that is malformed, or a word the API's routes use."""
+
+
+class PageNotOpen(DomainError):
+    """No page of that name is open (or it was closed while a caller waited)."""
+
+
+class PageAlreadyOpen(DomainError):
+    pass
+
+
+class TooManyPages(DomainError):
+    """MAX_PAGES are open."""
+
+
+class PageStaysOpen(DomainError):
+    """Page main cannot be closed."""
+
+
+class PageBusy(DomainError):
+    """A call or a job holds the page, and the caller would not (or could not) wait."""
+
+
+class LeaseRequired(DomainError):
+    """The page is leased to another flow, or the lease sent is not its lease."""
+
+
+class BrowserNotRunning(DomainError):
+    """The browser is down (being launched again, or failed for good)."""
+
+
+class TabLost(DomainError):
+    """The page's tab could not be opened, or went during the call."""
+
+
+class NavigationRefused(DomainError):
+    """BROWSER_REFUSE_PRIVATE refused a navigation of the page during the call."""
+
+
+# --- plugin actions -----------------------------------------------------------------
+
+
+class BadAction(DomainError):
+    """The action's input is the caller's mistake (e.g. a selector the browser cannot parse)."""
+
+
+class ActionTimedOut(DomainError):
+    """The action ran past its time limit, or a browser step timed out."""
+
+
+class BrowserStepFailed(DomainError):
+    """A browser step of the action failed (not the caller's fault)."""
+
+
+class ActionFailed(DomainError):
+    """The action raised, or answered something that is no result."""
+
+
+class ResultTooLarge(DomainError):
+    """The action's result is past RESULT_MAX_BYTES."""
+
+
+class StoreFull(DomainError):
+    """The media store has no room for a file (MEDIA_MAX_MB)."""
+
+
+# --- jobs -------------------------------------------------------------------------------
+
+
+class JobsFull(DomainError):
+    """MAX_JOBS are held."""
+
+
+class WaitersFull(DomainError):
+    """MAX_WAITERS long-polls are waiting."""
+
+
+class NoSuchJob(DomainError):
+    pass
+
+
+class JobNotCancellable(DomainError):
+    """The job has ended, or it runs on another worker."""
+
+
+class JobStillRunning(DomainError):
+    """A running job cannot be forgotten."""
+
+
+class KeyInFlight(DomainError):
+    """A start with the same Idempotency-Key is being stored now."""
+
+
+class KeyReused(DomainError):
+    """An Idempotency-Key sent again with a different request."""
+
+
+class Interrupted(DomainError):
+    """The worker stopped before the job ended."""
+
+
+class Cancelled(DomainError):
+    """A client cancelled the job."""

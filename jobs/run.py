@@ -1,0 +1,179 @@
+"""One job's run on this worker: its plugin on the claimed page, a client's
+cancel beside it, and its end stored whatever happens.
+
+`JobRun.execute` is the whole of it, from the plugin's start to the end in
+the store; the job runner (jobs/runner.py) starts it, and hears of the end
+through `on_end`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from activity import log as request_log
+from browser.pages import Claim, registry
+from core.api import first_line, refusal
+from core.db_thread import persist
+from core.errors import ActionFailed, Cancelled, DomainError
+from core.tasks import spawn
+from jobs.models import Job, webhook_window
+from jobs.progress import ProgressRelay
+from jobs.services import end_job
+from plugins.calls import run_claimed
+from plugins.framework import Action, Context, Outcome
+
+log = logging.getLogger("penelope.jobs")
+
+CANCELLED_ERROR = "job cancelled by a client"
+COULD_NOT_RUN = "The job could not run; the details are in the worker's log."
+
+
+@dataclass
+class JobRun:
+    """A job this worker runs now: what a cancel, a poll and a stop need."""
+
+    job: Job
+    claim: Claim
+    task: asyncio.Task | None = None  # the run: the plugin, then the end's store
+    plugin: asyncio.Task | None = None
+    progress: dict[str, Any] | None = None
+    # Set when a client cancels: a plain future, which the run waits on beside its plugin.
+    cancel_requested: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    # Its outcome is chosen (the plugin's or the cancel's): a cancel is too late.
+    decided: bool = False
+    # The job as its end was stored: what a long-poll woken by that end answers.
+    stored: Job | None = None
+
+    def request_cancel(self) -> bool:
+        """Ask the run to stop; False when its outcome is already chosen."""
+        if self.decided or self.cancel_requested.done():
+            return False
+        self.cancel_requested.set_result(None)
+        return True
+
+    def shown(self) -> Job:
+        """The running job as polls show it: with its latest progress report."""
+        self.job.progress = self.progress
+        return self.job
+
+    async def execute(
+        self, action: Action, params: dict[str, Any], *, on_progress: Callable[[JobRun], None]
+    ) -> Job | None:
+        """Run the plugin exactly as a plain call would, then store its answer,
+        or the cancel's when a client cancelled it first: the job as stored,
+        or None when its end could not be kept.
+
+        A worker that stops cancels this task; the job stays `running` in the
+        store and the next start marks it interrupted.
+        """
+        job, claim = self.job, self.claim
+        # Files stored during the run are held for the job from the start, for
+        # as long as the run and its result may need them; the end sets the real deadline.
+        held_until = time.time() + action.time_limit(params) + max(settings.MAX_TTL_S, webhook_window())
+        relay = ProgressRelay(lambda note: on_progress(self))
+
+        def reported(note: dict[str, Any]) -> None:
+            self.progress = note  # a poll shows it at once; the bus hears of it at most ~10 times a second
+            relay.report(note)
+
+        ctx = Context(page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported)
+        log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
+        started_at = time.time()
+        request_log.record_job(**log_row, started_at=started_at)
+        plugin = self.plugin = spawn(run_claimed(claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
+        try:
+            cancelled = await self.plugin_ended_or_cancelled(plugin)
+        except asyncio.CancelledError:  # the worker stops
+            plugin.cancel()
+            raise
+        finally:
+            relay.close()
+        self.decided = True
+        if cancelled:
+            outcome = failure(Cancelled(CANCELLED_ERROR), claim.page.name, started_at, time.time() - started_at)
+        elif plugin.cancelled() or plugin.exception() is not None:
+            if not plugin.cancelled():
+                log.error("job %s could not run", job.id, exc_info=plugin.exception())
+            outcome = failure(ActionFailed(COULD_NOT_RUN), claim.page.name, started_at, 0)
+        else:
+            outcome = plugin.result()
+        request_log.record_job(
+            **log_row, status=outcome.status, started_at=outcome.started_at, duration_ms=outcome.duration_s * 1000
+        )
+        # The page is free again; the answer stays in memory until it is stored,
+        # for as long as this worker runs (the database may be locked by another
+        # process for a while). Polls meanwhile answer `running`.
+        state = Job.State.CANCELLED if cancelled else Job.State.DONE
+        self.stored = await store_end(job, outcome, ctx.media_tokens, state, self.progress)
+        if self.stored is None:
+            log.warning("job %s's answer was not kept: it was no longer running, or could not be stored", job.id)
+        return self.stored
+
+    async def plugin_ended_or_cancelled(self, plugin: asyncio.Future) -> bool:
+        """Wait for the plugin to end, or for a client's cancel; answers whether
+        the job was cancelled. A cancelled plugin gets CANCEL_GRACE_S to stop;
+        then its browser page is closed and opened again under the same name
+        (its browser calls fail from then on), and the page is free whatever
+        the plugin does next."""
+        await asyncio.wait({plugin, self.cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
+        if plugin.done() or not self.cancel_requested.done():
+            # A plugin that ended keeps its outcome, even when a cancel landed in
+            # the same turn of the loop: its result is never dropped.
+            return False
+        plugin.cancel()
+        stopped, _ = await asyncio.wait({plugin}, timeout=settings.CANCEL_GRACE_S)
+        if not stopped:
+            log.warning(
+                "job %s's plugin did not stop within %g s of its cancel; its page is reopened",
+                self.job.id, settings.CANCEL_GRACE_S,
+            )
+            try:
+                await registry.reopen_tab(self.claim.page)
+            finally:
+                self.claim.page.release(self.claim)
+        return True
+
+
+def failure(error: DomainError, page_id: str, started_at: float, duration_s: float) -> Outcome:
+    """A job's outcome that no plugin answered: the refusal's status and envelope."""
+    answer = refusal(error, page_id)
+    return Outcome(answer.status, answer.envelope(), started_at, duration_s)
+
+
+async def store_end(
+    job: Job, outcome: Outcome, media_tokens: list[str], state: str, progress: dict[str, Any] | None
+) -> Job | None:
+    """Store the job's end: tried again while the database is locked
+    (`persist`), and when it cannot be stored for any other reason (a
+    constraint, a value the database refuses), stored instead as a 500 that
+    says why, so that every job ends, frees its MAX_JOBS place, wakes its
+    long-polls and is delivered. Only when that fails too does the job stay
+    `running` until the next start marks it interrupted."""
+    what = f"job {job.id}'s end"
+    # The end is written on a copy of the job as it started: the conditional
+    # UPDATE needs nothing more from the store, and the loop's copy is never
+    # changed under a reader.
+    end = {"state": state, "status": outcome.status, "result": outcome.body, "media_tokens": media_tokens}
+    try:
+        return await persist(end_job, job=copy.copy(job), **end, progress=progress, what=what)
+    except Exception as error:
+        log.exception("%s could not be stored; a 500 that says why is stored instead", what)
+        reason = f"{type(error).__name__}: {first_line(str(error))}"
+        stored_instead = refusal(
+            ActionFailed(f"The job's answer could not be stored ({reason}); the details are in the worker's log."),
+            job.page_id,
+        )
+    end.update(state=Job.State.DONE, status=stored_instead.status, result=stored_instead.envelope())
+    try:
+        return await persist(end_job, job=copy.copy(job), **end, progress=progress, what=what)
+    except Exception:
+        log.exception("%s could not be stored as a 500 either; it stays running until the next start", what)
+        return None

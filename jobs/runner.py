@@ -1,0 +1,275 @@
+"""The job runner: the one owner of a worker's in-process job state.
+
+Built once by the wiring (penelope_site/urls.py) and handed to the views and
+the runtime, it owns everything about jobs that lives in memory rather than
+in the store:
+
+- `running`: the jobs this worker runs now, by id (each a `JobRun`);
+- `held`: the upper bound on the jobs held, which spares most starts a count;
+- `starting`: the Idempotency-Keys whose start is being stored now;
+- `recent`: the last polling jobs that ended here, as their ends stored them;
+- `waiters`: the long-polls, by job.
+
+The invariants between them (checked by `check`, which the tests call):
+
+1. A job is in `running` from the moment its row is stored until its run's
+   task ends; while it is there its row reads `running` unless its end is
+   stored (`run.stored`), and its page names it (`page.job_id`) until the
+   plugin lets the page go.
+2. A job is in `recent` only once its end is stored, only as that end
+   stored it, and only a polling job (nothing else changes such a row until
+   it is deleted, past its deadline or forgotten through this runner).
+3. Long-polls on a job are woken only after its end is stored (`run.stored`
+   is set first), so a woken waiter answers the stored job without a read.
+4. A key is in `starting` only while a start with it awaits the store; a
+   second start with the same key meanwhile is refused, never stored twice.
+5. `held` is never below the number of jobs the store holds.
+
+The database side is jobs/services.py (changes) and jobs/selectors.py
+(reads); one job's run is jobs/run.py. docs/design/JOB_CORE.md follows a job
+from its start to its delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import secrets
+import time
+from typing import Any
+
+from django.conf import settings
+
+from activity.tracker import tracker
+from browser.pages import Claim, ManagedPage
+from core import events
+from core.db_thread import on_db_thread
+from core.errors import JobNotCancellable, KeyInFlight, KeyReused, NoSuchJob
+from core.events import Event
+from core.tasks import spawn
+from jobs.models import Job
+from jobs.options import JobOptions
+from jobs.run import JobRun
+from jobs.selectors import find_held_by_key, find_jobs, find_live_job
+from jobs.services import NO_SUCH_JOB, HeldJobsBound, create_job, forget_job
+from jobs.shapes import job_body
+from jobs.waiting import Waiters
+from plugins.framework import Action
+
+
+class RecentEnds:
+    """The last polling jobs that ended on this worker, as their ends stored
+    them, so that the poll (or long-poll) that usually follows an end at once
+    is answered without a read. Webhook jobs are not kept: another process's
+    deliverer may delete one. Bounded by count, as results may be large."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+
+    def add(self, job: Job) -> None:
+        if job.mode != Job.Mode.POLL:
+            return
+        self.jobs[job.id] = job
+        if len(self.jobs) > self.size:
+            self.jobs.popitem(last=False)
+
+    def get(self, job_id: str, now: float) -> Job | None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.expires_at <= now:
+            del self.jobs[job_id]
+            return None
+        return job
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+
+
+def request_digest(page_id: str, route: str, params: dict[str, Any], options: JobOptions) -> str:
+    """What makes two starts the same request: route, page, parameters and job headers."""
+    request = [route, page_id, params, options.ttl, options.callback]
+    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def publish(event: Event, job: Job, **fields: Any) -> None:
+    events.publish(
+        event, page_id=job.page_id, job_id=job.id, job=lambda: job_body(job, time.time()), state=job.state,
+        mode=job.mode, **fields,
+    )
+
+
+class JobRunner:
+    def __init__(self, recent_size: int = 32) -> None:
+        self.running: dict[str, JobRun] = {}
+        self.held = HeldJobsBound()
+        self.starting: set[str] = set()
+        self.recent = RecentEnds(recent_size)
+        self.waiters = Waiters()
+
+    # --- starting ----------------------------------------------------------------------
+
+    async def submit(
+        self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
+    ) -> Job:
+        """Claim the idle page for a job (PageBusy at once otherwise), store it
+        and start it in the background: the stored, running job. With an
+        Idempotency-Key, a repeat of a start whose job is held answers that job."""
+        key = options.idempotency_key
+        if key is None:
+            return await self._claim_and_start(page, action, params, lease_id, options)
+        digest = request_digest(page.name, action.route, params, options)
+        if key in self.starting:
+            raise KeyInFlight("A job start with this Idempotency-Key is still being stored; try again in a moment.", page.name)
+        self.starting.add(key)
+        try:
+            earlier = await on_db_thread(find_held_by_key)(key=key, now=time.time())
+            if earlier is None:
+                return await self._claim_and_start(page, action, params, lease_id, options, digest)
+            if earlier.request_digest != digest:
+                raise KeyReused(
+                    "This Idempotency-Key was sent with a different request (route, page, parameters or job headers); "
+                    "use a new key for a new job.",
+                    page.name,
+                )
+            return earlier
+        finally:
+            self.starting.discard(key)
+
+    async def _claim_and_start(
+        self, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions,
+        digest: str | None = None,
+    ) -> Job:
+        job_id = secrets.token_hex(8)
+        claim = await page.try_acquire(lease_id, job_id)
+        # Shielded: a client that leaves now must not cut the start in two (a row
+        # stored, its run never started, a job `running` until the next restart).
+        start = self._start(job_id, claim, action, params, options, digest)
+        return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
+
+    async def _start(
+        self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None
+    ) -> Job:
+        """Store the job (JobsFull past MAX_JOBS) and start its run; the page
+        is released if it cannot start."""
+        try:
+            job = await on_db_thread(create_job)(
+                job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options,
+                held=self.held, digest=digest,
+            )
+        except BaseException:
+            claim.page.release(claim)
+            raise
+        run = self.running[job_id] = JobRun(job=job, claim=claim)
+        run.task = spawn(self._run(run, action, params), about=f"job {job_id} on page {claim.page.name}")
+        run.task.add_done_callback(lambda _: self.running.pop(job_id, None))
+        publish(Event.JOB_STARTED, job)
+        return job
+
+    async def _run(self, run: JobRun, action: Action, params: dict[str, Any]) -> None:
+        stored = await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+        if stored is None:
+            return
+        self.recent.add(stored)
+        self.waiters.wake(stored.id)
+        publish(Event.JOB_ENDED, stored)
+        if stored.mode == Job.Mode.POLL:
+            tracker.touch()  # a polling job stops counting: the idle clock starts now
+
+    # --- reading -----------------------------------------------------------------------
+
+    def shown(self, job: Job) -> Job:
+        """The job as polls show it: a job running here with its latest
+        progress report (kept in memory until its end stores it)."""
+        run = self.running.get(job.id)
+        if run is not None and not job.ended:
+            job.progress = run.progress
+        return job
+
+    async def poll(self, job_id: str) -> Job:
+        """The job as a poll shows it, or NoSuchJob."""
+        now = time.time()
+        job = self.recent.get(job_id, now) or await on_db_thread(find_live_job)(job_id=job_id, now=now)
+        if job is None:
+            raise NoSuchJob(NO_SUCH_JOB)
+        return self.shown(job)
+
+    async def wait(self, job_id: str, wait_s: float) -> Job:
+        """A long-poll: the job as a poll shows it once it has ended, or after
+        `wait_s` with it still running; NoSuchJob at once for an unknown job."""
+        with self.waiters.waiting(job_id) as ended:
+            # A job running here is running in the store too, until its end is
+            # stored: no read is needed to know it, nor to show it.
+            run = self.running.get(job_id)
+            if run is None:
+                job = await self.poll(job_id)
+                if job.ended:
+                    return job
+            try:
+                async with asyncio.timeout(wait_s):
+                    await ended
+            except TimeoutError:
+                pass
+            if run is not None and run.stored is not None:
+                return run.stored  # woken by its end: the job as that end stored it
+            if run is not None and not run.task.done():
+                return run.shown()
+            return await self.poll(job_id)
+
+    async def jobs(self, **query: Any) -> tuple[list[Job], tuple[float, str] | None]:
+        """A page of the job list (`selectors.find_jobs`), as polls show the jobs."""
+        found, after = await on_db_thread(find_jobs)(now=time.time(), **query)
+        return [self.shown(job) for job in found], after
+
+    # --- control -----------------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> Job:
+        """Stop a job running here and answer it once it is stored as
+        cancelled (its plugin stopped, or its page reopened after
+        CANCEL_GRACE_S). A job that ends on its own first keeps its own
+        outcome, and the cancel is refused naming it, like any ended job."""
+        run = self.running.get(job_id)
+        requested = run is not None and run.request_cancel()
+        if run is not None and run.task is not None:
+            await asyncio.wait({run.task})  # its end stored, whichever outcome won
+        job = await self.poll(job_id)
+        if requested and job.state == Job.State.CANCELLED:
+            return job
+        if job.ended:
+            raise JobNotCancellable(f"Job {job_id} has already ended: its state is {job.state}.", job.page_id)
+        raise JobNotCancellable(f"Job {job_id} is not running on this worker, so it cannot be cancelled here.", job.page_id)
+
+    async def forget(self, job_id: str) -> None:
+        """Delete an ended job and its files now; it leaves `recent` before its
+        row goes, and again after (a poll between them reads the store)."""
+        self.recent.forget(job_id)
+        await on_db_thread(forget_job)(job_id=job_id, now=time.time())
+        self.recent.forget(job_id)
+
+    async def stop(self) -> None:
+        """On stop: cancel the jobs in hand, and wait for their plugins to let
+        their pages go; the jobs stay `running` for recovery."""
+        tasks = [task for run in self.running.values() for task in (run.task, run.plugin) if task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:  # bounded: a plugin that swallows its cancellation does not hold the stop
+            await asyncio.wait(tasks, timeout=settings.CANCEL_GRACE_S)
+
+    # --- the invariants ------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise AssertionError naming the first invariant (module docstring) that does not hold."""
+        for job_id, run in self.running.items():
+            assert run.job.id == job_id, f"running[{job_id}] holds job {run.job.id}"
+            assert run.task is not None and not run.task.done(), f"job {job_id}'s run has ended but it is still listed"
+            if run.stored is None:
+                assert run.job.state == Job.State.RUNNING, f"job {job_id} reads {run.job.state} before its end is stored"
+            if not run.claim.released:
+                assert run.claim.page.job_id == job_id, f"page {run.claim.page.name} does not name job {job_id}"
+        for job_id, job in self.recent.jobs.items():
+            assert job.ended and job.mode == Job.Mode.POLL, f"recent job {job_id} is {job.state}, {job.mode}"
+            assert job_id not in self.running or self.running[job_id].stored is not None, f"job {job_id} is recent before its end"
+        assert self.waiters.count >= sum(map(len, self.waiters.by_job.values())), "a waiter is counted nowhere"
+        if self.held.bound is not None:
+            assert self.held.bound >= sum(1 for run in self.running.values() if run.stored is None), "held bound below running"
