@@ -30,8 +30,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from activity.tracker import tracker
-from browser.pages import PageRegistry, registry
 from browser.processes import resident_bytes
+from browser.registry import PageRegistry, registry
 from browser.runner import BrowserState
 from core import metrics
 from core.api import ApiError

@@ -14,7 +14,7 @@ from rest_framework import serializers
 
 from activity import log as request_log
 from activity.tracker import tracker
-from browser.pages import registry
+from browser.registry import registry
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer

@@ -21,7 +21,8 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
-from browser.pages import ManagedPage, PageRegistry, registry
+from browser.pages import ManagedPage
+from browser.registry import PageRegistry, registry
 from browser.runner import BrowserState
 from core import metrics
 

@@ -11,8 +11,9 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
-from browser.pages import registry, validate_page_id
+from browser.pages import validate_page_id
 from browser.purge import purge_idle_pages
+from browser.registry import registry
 from browser.schema import PAGE_ID, PAGE_ID_SCHEMA_PATTERN
 from core.api import ApiError
 from core.rest import ApiView, answer, validated

@@ -19,7 +19,8 @@ from typing import Any
 from django.conf import settings
 
 from activity import log as request_log
-from browser.pages import Claim, registry
+from browser.pages import Claim
+from browser.registry import registry
 from core.api import first_line, refusal
 from core.db_thread import persist
 from core.errors import ActionFailed, Cancelled, DomainError

@@ -163,12 +163,14 @@ class JobRunner:
             raise
         run = self.running[job_id] = JobRun(job=job, claim=claim)
         run.task = spawn(self._run(run, action, params), about=f"job {job_id} on page {claim.page.name}")
-        run.task.add_done_callback(lambda _: self.running.pop(job_id, None))
         publish(Event.JOB_STARTED, job)
         return job
 
     async def _run(self, run: JobRun, action: Action, params: dict[str, Any]) -> None:
-        stored = await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+        try:
+            stored = await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+        finally:
+            del self.running[run.job.id]  # in this task: it is listed for exactly as long as it runs
         if stored is None:
             return
         self.recent.add(stored)

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
-from browser.pages import Claim, ManagedPage, registry
+from browser.pages import Claim, ManagedPage
+from browser.registry import registry
 from core.api import refusal
 from core.errors import DomainError, NavigationRefused, TabLost
 from core.tasks import spawn

@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from browser.pages import ManagedPage, registry, validate_page_id
+from browser.pages import ManagedPage, validate_page_id
+from browser.registry import registry
 from browser.schema import PAGE_ID
 from core.api import ApiError
 from core.rest import ApiView, answer, represent

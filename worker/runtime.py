@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from browser.pages import registry
+from browser.registry import registry
 from browser.runner import Browser
 from core.loops import Loop
 from core.tasks import spawn

@@ -43,8 +43,8 @@ async def check_browser_memory() -> None:
     let the browser recycle itself when it passed the bound."""
     import asyncio
 
-    from browser.pages import registry
     from browser.processes import charged_bytes
+    from browser.registry import registry
 
     browser = registry.browser
     if browser is not None:

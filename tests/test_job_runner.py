@@ -1,0 +1,111 @@
+"""The job runner in-process: a real Chromium and a real SQLite file, no
+server. Each step of a job's life is followed by `runner.check()`, which
+fails naming the first invariant of jobs/runner.py that does not hold."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from browser.pages import ManagedPage
+from browser.registry import registry
+from browser.runner import Browser
+from core.db_thread import on_db_thread
+from core.errors import JobNotCancellable, KeyInFlight, KeyReused, NoSuchJob, PageBusy
+from jobs.models import Job
+from jobs.options import JobOptions
+from jobs.runner import JobRunner
+from jobs.selectors import find_live_job
+from tests.support import testing_plugins
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SLEEP = testing_plugins.family.actions["sleep"]
+
+
+@pytest.fixture
+async def page(settings, tmp_path) -> AsyncIterator[ManagedPage]:
+    settings.PROFILE_DIR = tmp_path / "profile"
+    settings.MEDIA_DIR = tmp_path / "media"
+    settings.CANCEL_GRACE_S = 2
+    browser = Browser()
+    registry.attach(browser, await browser.start())
+    try:
+        yield registry.get("main")
+    finally:
+        await browser.stopping()
+        registry.detach()
+        await browser.close()
+
+
+async def start(runner: JobRunner, page: ManagedPage, seconds: float, **options) -> Job:
+    params = SLEEP.validate({"seconds": seconds, "tag": options.pop("tag", "runner")})
+    return await runner.submit(page=page, action=SLEEP, params=params, lease_id=None, options=JobOptions(ttl=30, **options))
+
+
+async def test_a_job_from_start_to_forget(page):
+    runner = JobRunner()
+    job = await start(runner, page, 0.3)
+    runner.check()
+    run = runner.running[job.id]
+    assert run.job is job and page.job_id == job.id
+    with pytest.raises(PageBusy):
+        await start(runner, page, 0)
+    polled = await runner.poll(job.id)
+    assert polled.state == Job.State.RUNNING
+    ended = await runner.wait(job.id, 10)
+    runner.check()
+    assert ended.state == Job.State.DONE and ended.status == 200 and ended.result["success"] is True
+    # The end is kept as stored: the next poll reads no row.
+    assert await runner.poll(job.id) is ended
+    await run.task
+    assert job.id not in runner.running and page.job_id is None
+    runner.check()
+    await runner.forget(job.id)
+    with pytest.raises(NoSuchJob):
+        await runner.poll(job.id)
+    runner.check()
+
+
+async def test_a_cancel_ends_the_job_cancelled_once(page):
+    runner = JobRunner()
+    job = await start(runner, page, 60)
+    waiting = asyncio.ensure_future(runner.wait(job.id, 30))
+    await asyncio.sleep(0)  # the long-poll is registered
+    assert runner.waiters.count == 1
+    cancelled = await runner.cancel(job.id)
+    runner.check()
+    assert cancelled.state == Job.State.CANCELLED and cancelled.status == 499
+    assert (await waiting).state == Job.State.CANCELLED  # woken by the stored end
+    assert runner.waiters.count == 0 and not page.busy
+    with pytest.raises(JobNotCancellable, match="already ended"):
+        await runner.cancel(job.id)
+
+
+async def test_a_key_in_flight_is_refused_and_a_repeat_answers_the_same_job(page):
+    runner = JobRunner()
+    first, second = await asyncio.gather(
+        start(runner, page, 0, idempotency_key="k"), start(runner, page, 0, idempotency_key="k"),
+        return_exceptions=True,
+    )
+    assert isinstance(first, Job) and isinstance(second, KeyInFlight)
+    assert runner.starting == set()
+    runner.check()
+    await runner.wait(first.id, 10)
+    repeat = await start(runner, page, 0, idempotency_key="k")
+    assert repeat.id == first.id
+    with pytest.raises(KeyReused):
+        await start(runner, page, 0, idempotency_key="k", tag="another request")
+    runner.check()
+
+
+async def test_a_stop_leaves_the_job_running_for_recovery(page):
+    runner = JobRunner()
+    job = await start(runner, page, 60)
+    await runner.stop()
+    assert runner.running == {} and not page.busy
+    stored = await on_db_thread(find_live_job)(job_id=job.id, now=time.time())
+    assert stored.state == Job.State.RUNNING
