@@ -8,7 +8,8 @@ import time
 import pytest
 
 from browser.pages import ManagedPage
-from core.api import ApiError
+from core.api import status_of
+from core.errors import LeaseRequired, PageBusy
 
 
 def page() -> ManagedPage:
@@ -19,22 +20,22 @@ def test_a_leased_page_refuses_calls_without_or_with_another_lease():
     managed = page()
     lease = managed.take_lease(60, None)
     for given in (None, "", "someone-else"):
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(LeaseRequired) as refused:
             managed.check_lease(given)
-        assert refused.value.status == 423
+        assert status_of(refused.value) == 423
     assert managed.check_lease(lease.id) is lease
 
 
 def test_an_unknown_lease_on_a_free_page_is_refused():
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(LeaseRequired) as refused:
         page().check_lease("never-issued")
-    assert refused.value.status == 423
+    assert status_of(refused.value) == 423
 
 
 def test_a_second_client_cannot_take_a_held_lease_but_the_holder_renews_it():
     managed = page()
     lease = managed.take_lease(60, None)
-    with pytest.raises(ApiError):
+    with pytest.raises(LeaseRequired):
         managed.take_lease(60, None)
     assert managed.take_lease(5, lease.id) is lease
     assert lease.ttl == 5
@@ -65,9 +66,9 @@ async def test_waiters_are_served_in_arrival_order_and_time_out_with_409():
 
     waiters = [asyncio.create_task(wait_turn(n, 5)) for n in range(5)]
     late = asyncio.create_task(managed.acquire(None, 0.05))
-    with pytest.raises(ApiError) as busy:
+    with pytest.raises(PageBusy) as busy:
         await late
-    assert busy.value.status == 409 and busy.value.message == "Page main is busy."
+    assert status_of(busy.value) == 409 and busy.value.message == "Page main is busy."
     managed.release(first)
     await asyncio.gather(*waiters)
     assert order == [0, 1, 2, 3, 4]
@@ -93,13 +94,13 @@ async def test_a_cancelled_waiter_gives_its_turn_up():
 async def test_a_job_claims_only_an_idle_page():
     managed = page()
     claim = await managed.try_acquire(None, "job1")
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(PageBusy) as refused:
         await managed.try_acquire(None, "job2")
-    assert refused.value.status == 409
+    assert status_of(refused.value) == 409
     assert refused.value.message == "Page main already runs job job1."
     managed.release(claim)
     plain = await managed.acquire(None, 1)
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(PageBusy) as refused:
         await managed.try_acquire(None, "job3")
     assert "not idle" in refused.value.message
     managed.release(plain)
