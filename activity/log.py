@@ -124,10 +124,6 @@ def record_job(
     )
 
 
-def pending_count() -> int:
-    return len(_pending)
-
-
 def flush() -> int:
     """Write the buffered rows; answers how many. On a failure the rows go back
     to the front of the buffer for the next flush, and the error is raised;

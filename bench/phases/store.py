@@ -50,11 +50,11 @@ def start_s(store: Path, running_jobs: int) -> float:
 
 def store_phase(plan: Plan, report: Report, scratch: Path) -> None:
     recovered = store_op("recovery", scratch / "recovery", plan.store_jobs)
-    report.add(Row(f"Recovery of {recovered['interrupted']:,} running jobs (jobs.service.recover)",
+    report.add(Row(f"Recovery of {recovered['interrupted']:,} running jobs (jobs.services.recover)",
                    f"{recovered['seconds'] * 1000:.0f} ms", "", "", "≤ 1 s", recovered["seconds"] <= 1))
     swept = store_op("sweep", scratch / "sweep", plan.store_jobs)
     files = swept["files_on_disk_before"] - swept["files_on_disk_after"]
-    report.add(Row(f"Sweep of {swept['jobs']:,} expired jobs and {files:,} files (jobs.service.sweep)",
+    report.add(Row(f"Sweep of {swept['jobs']:,} expired jobs and {files:,} files (jobs.services.sweep)",
                    f"{swept['seconds'] * 1000:.0f} ms", "", "", "≤ 2 s", swept["seconds"] <= 2))
     longest = max(recovered["longest_transaction_s"], swept["longest_transaction_s"])
     report.add(Row("Longest write transaction of recovery and sweep (one batch of 100 rows)",
