@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.routes import PLUGIN
+
 KIND_HTTP = "http"
 KIND_JOB = "job"
 # What happened to the browser: a relaunch (with its time to recover), a
 # relaunch that failed, a page's crashed renderer. Never counted as work.
 KIND_BROWSER = "browser"
 # The route of a plugin call, whatever its page: the workload groups by it.
-PLUGIN_ROUTE_PREFIX = "plugin/"
+PLUGIN_ROUTE_PREFIX = f"{PLUGIN}/"
 
 
 class RequestLogQuerySet(models.QuerySet):
