@@ -19,10 +19,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from activity.models import RequestLogEntry
 from core import store_lock
 from harness.receiver import Received, Receiver
 from harness.worker import ROOT, WorkerProcess, wait_until
-from tests.test_jobs import ended, page_idle, rows, started
+from jobs.models import DeliveryAttempt, Job
+from media_store.models import MediaFile
+from tests.support.worker_store import WorkerStore
+from tests.test_jobs import ended, page_idle, started
 
 # The worker gives up on a locked database quickly here, so every lock this
 # file holds outlasts many busy timeouts.
@@ -115,12 +119,18 @@ def test_a_job_whose_end_the_database_refuses_ends_500_saying_why_and_is_deliver
 # --- owned claims ---------------------------------------------------------------------------
 
 
-def test_an_outcome_recorded_long_after_the_send_is_not_sent_again(make_worker):
+def attempts_of(job_id: str):
+    """The job's recorded delivery attempts, as (number, outcome)."""
+    return DeliveryAttempt.objects.filter(job_id=job_id).order_by("number").values_list("number", "outcome")
+
+
+def test_an_outcome_recorded_long_after_the_send_is_not_sent_again(make_worker, django_db_blocker):
     """The old claim was a window of WEBHOOK_TIMEOUT_S + 5 s; the lock here keeps
     the record back past it while a second deliverer runs the whole time."""
     old_claim_window_s = 0.5 + 5
     env = {"DB_BUSY_TIMEOUT_S": BUSY_S, "WEBHOOK_TIMEOUT_S": "0.5", "WEBHOOK_ATTEMPTS_S": "0,30,60,90"}
     worker = make_worker(env=env)
+    worker_db = WorkerStore(worker.store, django_db_blocker)
     held = threading.Event()
 
     def lock_before_answering(received: Received) -> None:
@@ -142,20 +152,21 @@ def test_an_outcome_recorded_long_after_the_send_is_not_sent_again(make_worker):
     try:
         with Receiver(on_request=lock_before_answering) as receiver, worker.client() as api:
             job_id = started(api, "web/state", callback=receiver.url + "/200/late-record")
-            wait_until(lambda: rows(worker, "select outcome from jobs_deliveryattempt where job_id=?", job_id),
+            wait_until(lambda: worker_db.exists(DeliveryAttempt.objects.filter(job_id=job_id)),
                        timeout=30, what="the delivery to be recorded")
             assert api.get(f"/jobs/{job_id}").status_code == 404
             hits = receiver.received("/200/late-record")
         assert [hit.headers["X-Penelope-Attempt"] for hit in hits] == ["1"]
-        assert rows(worker, "select number, outcome from jobs_deliveryattempt where job_id=?", job_id) == [(1, "delivered")]
+        assert worker_db.list(attempts_of(job_id)) == [(1, "delivered")]
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0
     assert NEVER_RETRIED not in worker.log()
 
 
-def test_a_deliverer_killed_between_send_and_record_resends_that_attempt_once(make_worker):
+def test_a_deliverer_killed_between_send_and_record_resends_that_attempt_once(make_worker, django_db_blocker):
     worker = make_worker(env={"WEBHOOK_ATTEMPTS_S": "0,30,60,90", "WEBHOOK_TIMEOUT_S": "5"})
+    worker_db = WorkerStore(worker.store, django_db_blocker)
 
     def kill_the_sender_first(received: Received) -> None:
         if received.headers["X-Penelope-Attempt"] == "1" and worker.process.poll() is None:
@@ -165,18 +176,20 @@ def test_a_deliverer_killed_between_send_and_record_resends_that_attempt_once(ma
         with worker.client() as api:
             job_id = started(api, "web/state", callback=receiver.url + "/200/killed")
         wait_until(lambda: worker.process.poll() is not None, what="the worker to be killed mid-send")
-        assert rows(worker, "select claim_owner is not null, attempts from jobs_job where id=?", job_id) == [(1, 1)]
+        # The killed worker's claim and its count of attempts sent stay in the store.
+        [job] = worker_db.list(Job.objects.filter(id=job_id))
+        assert job.claim_owner is not None and job.attempts == 1
         deliverer = start_command(worker, "deliver_webhooks", "--loop", log=worker.store.parent / "deliverer.log")
         try:
-            wait_until(lambda: rows(worker, "select outcome from jobs_deliveryattempt where job_id=?", job_id),
+            wait_until(lambda: worker_db.exists(DeliveryAttempt.objects.filter(job_id=job_id)),
                        timeout=30, what="the resent attempt to be recorded")
         finally:
             deliverer.send_signal(signal.SIGTERM)
             assert deliverer.wait(30) == 0
         hits = receiver.received("/200/killed")
     assert [(hit.headers["X-Penelope-Job"], hit.headers["X-Penelope-Attempt"]) for hit in hits] == [(job_id, "1")] * 2
-    assert rows(worker, "select number, outcome from jobs_deliveryattempt where job_id=?", job_id) == [(1, "delivered")]
-    assert rows(worker, "select count(*) from jobs_job") == [(0,)]
+    assert worker_db.list(attempts_of(job_id)) == [(1, "delivered")]
+    assert not worker_db.exists(Job.objects.all())
 
 
 # --- short write transactions -------------------------------------------------------------
@@ -205,14 +218,15 @@ def fill_with_expired_jobs(store: Path, count: int) -> None:
             )
 
 
-def test_job_starts_do_not_wait_on_a_sweep_of_ten_thousand_jobs(make_worker):
+def test_job_starts_do_not_wait_on_a_sweep_of_ten_thousand_jobs(make_worker, django_db_blocker):
     worker = make_worker(env={"SWEEP_S": "3600"})
+    worker_db = WorkerStore(worker.store, django_db_blocker)
     fill_with_expired_jobs(worker.store, 10_000)
     log = worker.store.parent / "sweep.log"
     waits: list[float] = []  # of the starts made while the sweep was deleting
 
     def expired_left() -> int:
-        return rows(worker, "select count(*) from jobs_job where expires_at < ?", time.time())[0][0]
+        return worker_db.count(Job.objects.filter(expires_at__lt=time.time()))
 
     with worker.client() as api:
         sweeper = start_command(worker, "sweep", log=log)
@@ -228,7 +242,7 @@ def test_job_starts_do_not_wait_on_a_sweep_of_ten_thousand_jobs(make_worker):
     assert sweeper.returncode == 0
     assert "swept 10000 jobs" in log.read_text()  # and with them their files:
     assert not list((worker.store / "media").glob("expired*"))
-    assert rows(worker, "select count(*) from media_store_mediafile") == [(0,)]
+    assert not worker_db.exists(MediaFile.objects.all())
     assert len(waits) >= 3, f"only {len(waits)} starts overlapped the sweep's deletions"
     # The target is 200 ms; the bound leaves room for a shared two-core machine.
     assert max(waits) < 0.4, sorted(waits)[-5:]
@@ -285,8 +299,9 @@ def test_recover_jobs_holds_the_store_while_it_runs(make_worker):
 # --- the request log under a locked database ------------------------------------------------
 
 
-def test_a_request_log_that_cannot_flush_counts_every_row_it_drops(make_worker):
+def test_a_request_log_that_cannot_flush_counts_every_row_it_drops(make_worker, django_db_blocker):
     worker = make_worker(env={"DB_BUSY_TIMEOUT_S": BUSY_S, "REQUEST_LOG_BUFFER_ROWS": "8", "REQUEST_LOG_FLUSH_S": "0.1"})
+    worker_db = WorkerStore(worker.store, django_db_blocker)
 
     def whole_log() -> str:
         return worker.log_path.read_text(errors="replace")  # worker.log() is only the tail
@@ -296,7 +311,7 @@ def test_a_request_log_that_cannot_flush_counts_every_row_it_drops(make_worker):
         return sum(int(count) for count in found)
 
     def logged() -> int:
-        return rows(worker, "select count(*) from activity_requestlogentry where route = 'pages'")[0][0]
+        return worker_db.count(RequestLogEntry.objects.filter(route="pages"))
 
     def failed_flushes() -> int:
         return whole_log().count("loop request log: a step failed")

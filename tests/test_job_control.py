@@ -11,9 +11,13 @@ import threading
 import httpx
 import pytest
 
+from activity.models import RequestLogEntry
 from harness.receiver import Receiver
 from harness.worker import WorkerProcess, wait_until
+from jobs.models import Job
 from tests.conftest import worker_env
+from tests.support.worker_store import WorkerStore
+from tests.test_jobs import job_ids
 
 ENV = {
     "WEBHOOK_ATTEMPTS_S": "0,0.5",
@@ -41,9 +45,9 @@ def receiver():
         yield running
 
 
-def rows(worker: WorkerProcess, sql: str, *args) -> list[tuple]:
-    with sqlite3.connect(worker.store / "penelope.db") as db:
-        return db.execute(sql, args).fetchall()
+@pytest.fixture(scope="module")
+def worker_db(worker, django_db_blocker) -> WorkerStore:
+    return WorkerStore(worker.store, django_db_blocker)
 
 
 def start(api, action, params=None, *, page="main", ttl=60, callback=None, headers=None) -> httpx.Response:
@@ -76,7 +80,7 @@ def ended(api, job_id: str) -> dict:
 # --- cancel -------------------------------------------------------------------------------
 
 
-def test_cancel_stops_a_plugin_waiting_in_the_browser(api, worker):
+def test_cancel_stops_a_plugin_waiting_in_the_browser(api, worker_db):
     job_id = started(api, "testing/browser-wait", {"ms": 60_000})
     running_on_page(api, job_id)
     response = api.post(f"/jobs/{job_id}/cancel")
@@ -90,12 +94,11 @@ def test_cancel_stops_a_plugin_waiting_in_the_browser(api, worker):
     assert not state["busy"] and state["job_id"] is None
     polled = api.get(f"/jobs/{job_id}").json()
     assert polled == job | {"expires_in": polled["expires_in"]}
-    assert rows(worker, "select state, status from jobs_job where id = ?", job_id) == [("cancelled", 499)]
-    wait_until(
-        lambda: rows(worker, "select status from activity_requestlogentry where job_id = ? and status is not null", job_id),
-        what="the job's end row in the request log",
-    )
-    assert rows(worker, "select status from activity_requestlogentry where job_id = ? and status is not null", job_id) == [(499,)]
+    # Stored so, not only answered from the worker's memory:
+    assert worker_db.list(Job.objects.filter(id=job_id).values_list("state", "status")) == [("cancelled", 499)]
+    end_rows = RequestLogEntry.objects.filter(job_id=job_id, status__isnull=False).values_list("status", flat=True)
+    wait_until(lambda: worker_db.list(end_rows), what="the job's end row in the request log")
+    assert worker_db.list(end_rows) == [499]
     assert api.post("/main/plugin/web/state").status_code == 200  # the page works on
 
 
@@ -368,7 +371,7 @@ def test_bad_list_filters_answer_400_naming_them(api, params, field):
 # --- idempotent starts ---------------------------------------------------------------------
 
 
-def test_a_repeated_start_answers_the_same_202_and_starts_nothing(api, worker):
+def test_a_repeated_start_answers_the_same_202_and_starts_nothing(api, worker_db):
     key = {"Idempotency-Key": "order 66 / try 1"}
     first = start(api, "testing/sleep", {"seconds": 0.2, "tag": "once"}, headers=key)
     assert first.status_code == 202
@@ -378,7 +381,7 @@ def test_a_repeated_start_answers_the_same_202_and_starts_nothing(api, worker):
     ended(api, job_id)
     after_end = start(api, "testing/sleep", {"seconds": 0.2, "tag": "once"}, headers=key)
     assert after_end.status_code == 202 and after_end.json() == first.json()  # held: still the same job
-    assert rows(worker, "select count(*) from jobs_job where idempotency_key = ?", key["Idempotency-Key"]) == [(1,)]
+    assert worker_db.count(Job.objects.filter(idempotency_key=key["Idempotency-Key"])) == 1
     # The key is forgotten with its job: the same start is a new job.
     assert api.delete(f"/jobs/{job_id}").status_code == 204
     new = start(api, "testing/sleep", {"seconds": 0, "tag": "once"}, headers=key)
@@ -395,20 +398,20 @@ def test_a_repeated_start_answers_the_same_202_and_starts_nothing(api, worker):
         {"page": "second"},
     ],
 )
-def test_the_same_key_with_a_different_request_answers_422(api, worker, change):
+def test_the_same_key_with_a_different_request_answers_422(api, change):
     api.post("/pages", json={"page_id": "second"})
     key = {"Idempotency-Key": f"mismatch {sorted(change)}"}
     first = start(api, "testing/sleep", {"seconds": 0, "tag": "one"}, headers=key)
     assert first.status_code == 202
     ended(api, first.json()["job_id"])
-    before = rows(worker, "select count(*) from jobs_job")
+    before = job_ids(api)
     response = start(
         api, change.get("action", "testing/sleep"), change.get("params", {"seconds": 0, "tag": "one"}),
         page=change.get("page", "main"), ttl=change.get("ttl", 60), headers=key,
     )
     assert response.status_code == 422, response.text
     assert "Idempotency-Key" in response.json()["error"]
-    assert rows(worker, "select count(*) from jobs_job") == before
+    assert not job_ids(api) - before  # no job was started
     assert not page_state(api, change.get("page", "main"))["busy"]
 
 
@@ -435,12 +438,12 @@ def test_a_repeat_while_the_first_start_is_being_stored_answers_409(worker, api)
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 256, "caf\u00e9", "tab\there"])
-def test_a_bad_idempotency_key_answers_400_and_starts_nothing(api, worker, bad):
-    before = rows(worker, "select count(*) from jobs_job")
+def test_a_bad_idempotency_key_answers_400_and_starts_nothing(api, bad):
+    before = job_ids(api)
     response = start(api, "web/state", headers={"Idempotency-Key": bad.encode("latin-1")})
     assert response.status_code == 400
     assert response.json()["error"] == "Idempotency-Key must be 1 to 255 printable ASCII characters."
-    assert rows(worker, "select count(*) from jobs_job") == before
+    assert not job_ids(api) - before  # no job was started
 
 
 def test_a_plain_call_ignores_the_idempotency_key(api):

@@ -1,20 +1,25 @@
-"""Async jobs against a real worker, a real webhook receiver and the worker's
-SQLite file, with the webhook schedule scaled down to fractions of a second."""
+"""Async jobs against a real worker and a real webhook receiver, with the
+webhook schedule scaled down to fractions of a second. What the API never
+shows (delivery attempts, media files' names, request log rows) is read from
+the worker's store through the ORM."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-import sqlite3
 import time
 
 import httpx
 import pytest
 
+from activity.models import RequestLogEntry
 from harness.receiver import Receiver
 from harness.worker import WorkerProcess, wait_until
+from jobs.models import DeliveryAttempt
+from media_store.models import MediaFile
 from tests.conftest import worker_env
+from tests.support.worker_store import WorkerStore
 
 OFFSETS = [0.0, 0.5, 1.0, 1.5]
 JOB_ENV = {
@@ -50,19 +55,21 @@ def receiver():
         yield running
 
 
-def rows(worker: WorkerProcess, sql: str, *args) -> list[tuple]:
-    with sqlite3.connect(worker.store / "penelope.db") as db:
-        return db.execute(sql, args).fetchall()
+@pytest.fixture(scope="module")
+def worker_db(worker, django_db_blocker) -> WorkerStore:
+    return WorkerStore(worker.store, django_db_blocker)
 
 
-def recorded_attempts(worker: WorkerProcess, job_id: str, count: int, columns: str = "outcome") -> list[tuple]:
-    """The job's first `count` delivery attempts as they were recorded, in
-    order: gathered while they are recorded, for a row is swept at the end
-    of its job's webhook window (about 2 s after the job's end here)."""
+def recorded_attempts(worker_db: WorkerStore, job_id: str, count: int, *fields: str) -> list[tuple]:
+    """The job's first `count` delivery attempts as they were recorded (their
+    `fields`, the outcome if none given), in order: gathered while they are
+    recorded, for an attempt is swept at the end of its job's webhook window
+    (about 2 s after the job's end here)."""
     seen: dict[int, tuple] = {}
+    attempts = DeliveryAttempt.objects.filter(job_id=job_id).values_list("number", *(fields or ("outcome",)))
 
     def gathered() -> bool:
-        for number, *values in rows(worker, f"select number, {columns} from jobs_deliveryattempt where job_id = ?", job_id):
+        for number, *values in worker_db.list(attempts):
             seen[number] = tuple(values)
         return len(seen) >= count
 
@@ -70,14 +77,18 @@ def recorded_attempts(worker: WorkerProcess, job_id: str, count: int, columns: s
     return [seen[number] for number in sorted(seen)]
 
 
-def job_count(worker: WorkerProcess) -> int:
-    return rows(worker, "select count(*) from jobs_job")[0][0]
-
-
-def job_ids(worker: WorkerProcess) -> set[str]:
-    """The stored jobs' ids: "no job was started" is "no id is new" (an
+def job_ids(api: httpx.Client) -> set[str]:
+    """The stored jobs' ids, as the job list answers them (every job not yet
+    deleted, expired or not): "no job was started" is "no id is new" (an
     earlier test's webhook job may be delivered, and deleted, meanwhile)."""
-    return {job_id for (job_id,) in rows(worker, "select id from jobs_job")}
+    found: set[str] = set()
+    params: dict = {"limit": 200}
+    while True:
+        answer = api.get("/jobs", params=params).json()
+        found |= {job["job_id"] for job in answer["jobs"]}
+        if answer["next"] is None:
+            return found
+        params["cursor"] = answer["next"]
 
 
 def start(api: httpx.Client, action: str, params: dict | None = None, *, page: str = "main", ttl=None, callback=None, headers=None):
@@ -172,11 +183,11 @@ def test_get_parameters_work_for_jobs_too(api):
 
 @pytest.mark.parametrize("ttl", ["0", "-1", "601", "abc", "1e309", "nan", "inf", "", "60,60", "0x10"])
 def test_a_bad_ttl_answers_400_and_starts_nothing(api, worker, ttl):
-    before = job_ids(worker)
+    before = job_ids(api)
     response = api.post("/main/plugin/web/state", headers={"X-Result-Ttl": ttl})
     assert response.status_code == 400, response.text
     assert "X-Result-Ttl" in response.json()["error"]
-    assert not job_ids(worker) - before and not api.get("/main").json()["busy"]
+    assert not job_ids(api) - before and not api.get("/main").json()["busy"]
 
 
 def test_a_decimal_ttl_is_taken(api):
@@ -190,21 +201,21 @@ def test_a_decimal_ttl_is_taken(api):
      "http://example.com/" + "a" * 10_000, "example.com/hook", "http://example.com:99999/", ""],
 )
 def test_a_bad_callback_answers_400_and_starts_nothing(api, worker, callback):
-    before = job_ids(worker)
+    before = job_ids(api)
     response = api.post("/main/plugin/web/state", headers={"X-Callback-Url": callback})
     assert response.status_code == 400, response.text
-    assert not job_ids(worker) - before
+    assert not job_ids(api) - before
 
 
 def test_both_headers_answer_400(api, worker, receiver):
-    before = job_ids(worker)
+    before = job_ids(api)
     response = start(api, "web/state", ttl=60, callback=receiver.url + "/200/both")
     assert response.status_code == 400 and "not both" in response.json()["error"]
-    assert not job_ids(worker) - before
+    assert not job_ids(api) - before
 
 
 def test_plain_checks_run_first_and_start_nothing(api, worker):
-    before = job_ids(worker)
+    before = job_ids(api)
     headers = {"X-Result-Ttl": "60"}
     assert httpx.post(worker.base_url + "/api/v1/main/plugin/web/state", headers=headers).status_code == 401
     assert api.post("/main/plugin/web/open", json={}, headers=headers).status_code == 400
@@ -218,14 +229,14 @@ def test_plain_checks_run_first_and_start_nothing(api, worker):
         assert api.post("/main/plugin/web/state", headers={**headers, "X-Lease": "wrong"}).status_code == 423
     finally:
         api.delete("/main/lease", headers={"X-Lease": lease})
-    assert not job_ids(worker) - before
+    assert not job_ids(api) - before
 
 
 def test_jobs_are_only_for_plugin_routes(api, worker):
-    before = job_ids(worker)
+    before = job_ids(api)
     assert api.post("/main/primitive/content", headers={"X-Result-Ttl": "60"}).status_code == 400
     assert api.get("/pages", headers={"X-Result-Ttl": "60"}).status_code == 200
-    assert not job_ids(worker) - before
+    assert not job_ids(api) - before
 
 
 # --- one job per page ------------------------------------------------------------
@@ -234,11 +245,11 @@ def test_jobs_are_only_for_plugin_routes(api, worker):
 def test_one_job_per_page_and_others_wait_for_it(api, worker):
     page_idle(api)
     job_id = started(api, "testing/sleep", {"seconds": 1}, ttl=60)
-    before = job_ids(worker)
+    before = job_ids(api)
     refused = start(api, "web/state", ttl=60)
     assert refused.status_code == 409
     assert refused.json() == {"success": False, "error": f"Page main already runs job {job_id}.", "page_id": "main"}
-    assert not job_ids(worker) - before
+    assert not job_ids(api) - before
     # A plain call waits for the job like for any busy page (PAGE_WAIT_S is 2).
     assert api.get("/main").json()["job_id"] == job_id
     assert api.get("/main/plugin/web/state").status_code == 200
@@ -287,9 +298,10 @@ def test_past_max_jobs_answers_503(make_worker):
         response = start(api, "web/state", ttl=60)
         assert response.status_code == 503 and "MAX_JOBS" in response.json()["error"]
         assert not api.get("/main").json()["busy"]
-        assert job_count(worker) == 3
+        held = job_ids(api)
+        assert len(held) == 3
         # A client done with a result forgets its job: the place is free again.
-        held = rows(worker, "select id from jobs_job limit 1")[0][0]
+        held = held.pop()
         assert api.delete(f"/jobs/{held}").status_code == 204
         assert start(api, "web/state", ttl=60).status_code == 202
 
@@ -303,7 +315,7 @@ def test_a_polled_result_expires_after_its_ttl(api, worker):
     wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, timeout=5, what="the result to expire")
     body = api.get(f"/jobs/{job_id}").json()
     assert body["success"] is False and body["page_id"] is None
-    wait_until(lambda: not rows(worker, "select 1 from jobs_job where id = ?", job_id), what="the sweep")
+    wait_until(lambda: job_id not in job_ids(api), what="the sweep")
 
 
 @pytest.mark.parametrize("job_id", ["0000000000000000", "nope", "..%2F..%2Fetc%2Fpasswd", "'; drop table jobs_job; --", "A" * 16])
@@ -315,16 +327,16 @@ def test_unknown_or_malformed_job_ids_answer_404(api, job_id):
 # --- forgetting a job early -----------------------------------------------------------------
 
 
-def test_an_ended_job_is_forgotten_at_once_with_its_files(api, worker):
+def test_an_ended_job_is_forgotten_at_once_with_its_files(api, worker, worker_db):
     job_id = started(api, "testing/media", {"size": 1000}, ttl=60)
     token = ended(api, job_id)["result"]["media"]["url"].rsplit("/", 1)[1]
-    [(name,)] = media_path(worker, token)
+    [name] = media_path(worker_db, token)
     assert (worker.store / "media" / name).exists()
     forgotten = api.delete(f"/jobs/{job_id}")
     assert forgotten.status_code == 204 and forgotten.content == b""
     assert api.get(f"/jobs/{job_id}").status_code == 404
-    assert rows(worker, "select 1 from jobs_job where id = ?", job_id) == []
-    assert media_path(worker, token) == [] and not (worker.store / "media" / name).exists()
+    assert job_id not in job_ids(api)
+    assert media_path(worker_db, token) == [] and not (worker.store / "media" / name).exists()
     assert api.get(f"/media/{token}").status_code == 404
     again = api.delete(f"/jobs/{job_id}")
     assert again.status_code == 404 and again.json()["error"].startswith("No such job")
@@ -343,7 +355,7 @@ def test_a_running_job_is_not_forgotten(api, worker):
 # --- webhooks --------------------------------------------------------------------------
 
 
-def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, receiver):
+def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, worker_db, receiver):
     url = receiver.url + "/200/signed"
     job_id = started(api, "testing/sleep", {"seconds": 0.1, "tag": "hook"}, callback=url)
     wait_until(lambda: receiver.received("/200/signed"), what="the webhook")
@@ -360,30 +372,28 @@ def test_the_webhook_posts_the_job_signed_then_deletes_it(api, worker, receiver)
     assert body["delivery"] == {"attempts": 1, "delivered": False, "error": None}
     assert body["expires_in"] > 0
     wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the delivered job to go")
-    assert recorded_attempts(worker, job_id, 1, "number, outcome, status_code") == [(1, "delivered", 200)]
+    assert recorded_attempts(worker_db, job_id, 1, "number", "outcome", "status_code") == [(1, "delivered", 200)]
 
 
-def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[str]) -> tuple[str, list]:
+def attempts_to(worker, worker_db, api, receiver, scenario: str, expected_outcomes: list[str]) -> tuple[str, list]:
     """Start a webhook job that stores a file, on a receiver path, and wait for
     all its attempts; then check the file went as it should."""
     path = f"/{scenario}/{time.monotonic_ns()}"
     page_idle(api)
     job_id = started(api, "testing/sleep", {"seconds": 0, "media_size": 100}, callback=receiver.url + path)
-    outcomes = [outcome for (outcome,) in recorded_attempts(worker, job_id, len(expected_outcomes))]
+    outcomes = [outcome for (outcome,) in recorded_attempts(worker_db, job_id, len(expected_outcomes))]
     assert outcomes == expected_outcomes
     hits = receiver.received(path)
     token = json.loads(hits[0].body)["result"]["media"]["url"].rsplit("/", 1)[1]
     if outcomes[-1] == "gave_up":
-        assert media_path(worker, token) == []  # dropped with the job, at once
+        assert media_path(worker_db, token) == []  # dropped with the job, at once
     else:  # kept MEDIA_AFTER_DELIVERY_S (1 s here), then swept
-        wait_until(lambda: not media_path(worker, token), timeout=10, what="the delivered job's file to go")
+        wait_until(lambda: not media_path(worker_db, token), timeout=10, what="the delivered job's file to go")
     # Files are unlinked just after the commit that drops their rows, so a file
     # may briefly outlive its row; none may stay without one.
     wait_until(
-        lambda: all(
-            rows(worker, "select 1 from media_store_mediafile where path = ?", f.name)
-            for f in (worker.store / "media").iterdir()
-        ),
+        lambda: {f.name for f in (worker.store / "media").iterdir()}
+        <= set(worker_db.list(MediaFile.objects.values_list("path", flat=True))),
         timeout=5, what="every file in the media folder to have its row",
     )
     return job_id, hits
@@ -403,8 +413,8 @@ def attempts_to(worker, api, receiver, scenario: str, expected_outcomes: list[st
         ("huge", ["delivered"]),
     ],
 )
-def test_the_attempt_schedule_and_each_class_of_answer(api, worker, receiver, scenario, outcomes):
-    job_id, hits = attempts_to(worker, api, receiver, scenario, outcomes)
+def test_the_attempt_schedule_and_each_class_of_answer(api, worker, worker_db, receiver, scenario, outcomes):
+    job_id, hits = attempts_to(worker, worker_db, api, receiver, scenario, outcomes)
     finished_at = json.loads(hits[0].body)["finished_at"]
     assert [h.headers["X-Penelope-Attempt"] for h in hits] == [str(n) for n in range(1, len(outcomes) + 1)]
     for hit, offset in zip(hits, OFFSETS, strict=False):
@@ -414,22 +424,22 @@ def test_the_attempt_schedule_and_each_class_of_answer(api, worker, receiver, sc
     if len(hits) > 1:
         assert json.loads(hits[1].body)["delivery"]["error"] is not None
     assert api.get(f"/jobs/{job_id}").status_code == 404
-    assert not rows(worker, "select 1 from jobs_job where id = ?", job_id)
+    assert job_id not in job_ids(api)
 
 
 @pytest.mark.parametrize("scenario", ["404", "410", "400", "redirect"])
-def test_a_final_answer_gives_up_at_once(api, worker, receiver, scenario):
-    job_id, hits = attempts_to(worker, api, receiver, scenario, ["gave_up"])
+def test_a_final_answer_gives_up_at_once(api, worker, worker_db, receiver, scenario):
+    job_id, hits = attempts_to(worker, worker_db, api, receiver, scenario, ["gave_up"])
     assert len(hits) == 1
     assert api.get(f"/jobs/{job_id}").status_code == 404
     assert not receiver.received("/200/redirected")  # the redirect was not followed
 
 
-def test_a_refused_connection_is_tried_four_times(api, worker):
+def test_a_refused_connection_is_tried_four_times(api, worker, worker_db):
     page_idle(api)
     closed_port = WorkerProcess(worker.store).port  # a free port nobody listens on
     job_id = started(api, "web/state", callback=f"http://127.0.0.1:{closed_port}/hook")
-    outcomes = recorded_attempts(worker, job_id, 4, "number, outcome, error")
+    outcomes = recorded_attempts(worker_db, job_id, 4, "number", "outcome", "error")
     assert [(n, o) for n, o, _ in outcomes] == [(1, "retry"), (2, "retry"), (3, "retry"), (4, "gave_up")]
     assert all("network error" in e for _, _, e in outcomes)
 
@@ -446,23 +456,24 @@ def test_a_poll_shows_a_webhook_job_while_it_waits(api, receiver):
 # --- media ------------------------------------------------------------------------------
 
 
-def media_path(worker, token: str) -> list:
-    return rows(worker, "select path from media_store_mediafile where token = ?", token)
+def media_path(worker_db: WorkerStore, token: str) -> list[str]:
+    """The name of the link's file in the media folder; none once its row is gone."""
+    return worker_db.list(MediaFile.objects.filter(token=token).values_list("path", flat=True))
 
 
-def test_a_polling_job_holds_its_media_until_its_result_expires(api, worker):
+def test_a_polling_job_holds_its_media_until_its_result_expires(api, worker, worker_db):
     job_id = started(api, "testing/media", {"size": 1000}, ttl=1.5)
     result = ended(api, job_id)["result"]
     link = result["media"]
     token = link["url"].rsplit("/", 1)[1]
-    created = rows(worker, "select created_at from media_store_mediafile where token = ?", token)[0][0]
+    [created] = worker_db.list(MediaFile.objects.filter(token=token).values_list("created_at", flat=True))
     assert link["expires_at"] == pytest.approx(created + 300, abs=0.01)  # the plain call's 300 s
     for _ in range(2):  # readable any number of times while held
         download = api.get(link["url"].removeprefix("/api/v1"))
         assert download.status_code == 200 and len(download.content) == 1000
-    [(name,)] = media_path(worker, token)
+    [name] = media_path(worker_db, token)
     wait_until(lambda: api.get(f"/jobs/{job_id}").status_code == 404, what="the result to expire")
-    wait_until(lambda: not media_path(worker, token) and not (worker.store / "media" / name).exists(), what="the file to go")
+    wait_until(lambda: not media_path(worker_db, token) and not (worker.store / "media" / name).exists(), what="the file to go")
 
 
 def test_a_file_stored_early_in_a_long_job_outlives_its_own_link_time(make_worker):
@@ -485,13 +496,13 @@ def test_a_delivered_job_keeps_its_media_a_while_more(api, worker, receiver):
     wait_until(lambda: api.get(link.removeprefix("/api/v1")).status_code == 404, what="the media to go")
 
 
-def test_a_given_up_job_drops_its_media_at_once(api, worker, receiver):
+def test_a_given_up_job_drops_its_media_at_once(api, worker_db, receiver):
     path = f"/404/{time.monotonic_ns()}"
     job_id = started(api, "testing/media", {"size": 10}, callback=receiver.url + path)
     wait_until(lambda: receiver.received(path), what="the webhook")
     token = json.loads(receiver.received(path)[0].body)["result"]["media"]["url"].rsplit("/", 1)[1]
-    wait_until(lambda: not rows(worker, "select 1 from jobs_job where id = ?", job_id), what="the job to go")
-    assert media_path(worker, token) == []
+    wait_until(lambda: job_id not in job_ids(api), what="the job to go")
+    assert media_path(worker_db, token) == []
     assert api.get(f"/media/{token}").status_code == 404
 
 
@@ -517,21 +528,21 @@ def test_a_job_runs_under_its_lease_which_outlives_its_ttl_while_it_works(api):
 # --- the request log and the workload ---------------------------------------------------
 
 
-def test_a_job_logs_its_202_and_a_pair_of_job_rows_and_counts_once_in_the_workload(api, worker):
+def test_a_job_logs_its_202_and_a_pair_of_job_rows_and_counts_once_in_the_workload(api, worker_db):
     page_idle(api)
     job_id = started(api, "testing/sleep", {"seconds": 0.3}, ttl=60)
     ended(api, job_id)
 
+    logged = RequestLogEntry.objects.filter(job_id=job_id).order_by("status")
+
     def job_rows():
-        found = rows(worker, "select kind, route, status, duration_ms from activity_requestlogentry "
-                             "where job_id = ? order by status", job_id)
+        found = worker_db.list(logged.values_list("kind", "route", "status", "duration_ms"))
         return found if len(found) == 2 else None
 
     start_row, end_row = wait_until(job_rows, what="the job's two rows")
     assert start_row[:3] == ("job", "plugin/testing/sleep", None)
     assert end_row[:3] == ("job", "plugin/testing/sleep", 200) and end_row[3] >= 300
-    assert rows(worker, "select count(*) from activity_requestlogentry where kind = 'http' and status = 202 "
-                        "and route = 'plugin/testing/sleep'")[0][0] >= 1
+    assert worker_db.exists(RequestLogEntry.objects.filter(kind="http", status=202, route="plugin/testing/sleep"))
     routes = api.get("/workload").json()["routes"]
     sleeps = {r["kind"]: r for r in routes if r["route"] == "plugin/testing/sleep"}
     assert sleeps["job"]["statuses"].get("200", 0) >= 1
@@ -552,22 +563,22 @@ def test_activity_counts_jobs_until_they_end_and_webhooks_until_delivered(api, r
     assert api.get("/activity").json()["webhooks_pending"] == 0
 
 
-def test_delivery_history_goes_with_its_job_and_logs_show_no_credentials_of_a_callback(api, worker, receiver):
+def test_delivery_history_goes_with_its_job_and_logs_show_no_credentials_of_a_callback(api, worker, worker_db, receiver):
     # A receiver URL with credentials in its user-info and its query string.
     callback = receiver.url.replace("http://", "http://hooks:hunter2@") + "/500,200/credentials?token=s3cret&x=1"
     shown = receiver.url + "/500,200/credentials?…"
     page_idle(api)
     job_id = started(api, "web/state", callback=callback)
-    assert recorded_attempts(worker, job_id, 2) == [("retry",), ("delivered",)]
+    assert recorded_attempts(worker_db, job_id, 2) == [("retry",), ("delivered",)]
     assert f"webhook {job_id} attempt 1 to {shown}: retry (the receiver answered HTTP 500)" in worker.log()
     assert f"webhook {job_id} attempt 2 to {shown}: delivered (200)" in worker.log()
     assert "hunter2" not in worker.log() and "s3cret" not in worker.log()
     # The history is swept at the end of the job's webhook window (2 s here), never kept for ever.
-    wait_until(lambda: not rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", job_id), timeout=20,
+    wait_until(lambda: not worker_db.exists(DeliveryAttempt.objects.filter(job_id=job_id)), timeout=20,
                what="the delivered job's attempts to be swept")
 
     # A job a client forgets takes its history with it at once.
     forgotten = started(api, "web/state", callback=receiver.url + "/500/forgotten")
-    recorded_attempts(worker, forgotten, 1)
+    recorded_attempts(worker_db, forgotten, 1)
     assert api.delete(f"/jobs/{forgotten}").status_code == 204
-    assert rows(worker, "select 1 from jobs_deliveryattempt where job_id = ?", forgotten) == []
+    assert not worker_db.exists(DeliveryAttempt.objects.filter(job_id=forgotten))
