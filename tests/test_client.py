@@ -105,6 +105,53 @@ def page_state(client: Penelope, page_id: str = "main") -> dict:
     return next(page for page in client.pages()["pages"] if page["page_id"] == page_id)
 
 
+class RenewalWatch:
+    """Renewals of a page's lease as the worker shows them, from its page
+    state polled again and again: each renewal moves the lease's deadline
+    (the moment the poll was sent + `lease_expires_in`) later by a third of
+    its ttl, which no poll's delay can fake, for a delay only makes the
+    deadline seem earlier. Done once the lease was seen renewed `renewals`
+    times and still held by a poll sent after the latest moment it could
+    have ended without them (taken by `taken_by`, plus its ttl); fails at
+    once if the page is seen without its lease."""
+
+    def __init__(self, taken_by: float, ttl: float, renewals: int) -> None:
+        self.unrenewed_end = taken_by + ttl
+        self.renewals = renewals
+        self.deadlines: list[float] = []
+
+    def saw(self, state: dict, sent_at: float) -> bool:
+        assert state["leased"], f"the lease ran out after {len(self.deadlines) - 1} renewals"
+        deadline = sent_at + state["lease_expires_in"]
+        if not self.deadlines or deadline > self.deadlines[-1] + 0.1:
+            self.deadlines.append(deadline)
+        elif deadline > self.deadlines[-1]:
+            self.deadlines[-1] = deadline  # the same deadline, seen with less delay
+        return len(self.deadlines) > self.renewals and sent_at > self.unrenewed_end
+
+
+def renewed_past_its_ttl(client: Penelope, lease, taken_by: float, renewals: int, timeout: float = 30) -> None:
+    watch = RenewalWatch(taken_by, lease.ttl, renewals)
+
+    def seen() -> bool:
+        sent_at = time.time()
+        return watch.saw(page_state(client, lease.page_id), sent_at)
+
+    wait_until(seen, timeout=timeout, interval=0.05, what=f"{renewals} renewals of the lease on {lease.page_id}")
+
+
+async def renewed_past_its_ttl_async(client: AsyncPenelope, lease, taken_by: float, renewals: int, timeout: float = 30) -> None:
+    watch = RenewalWatch(taken_by, lease.ttl, renewals)
+    give_up_at = time.monotonic() + timeout
+    while True:
+        sent_at = time.time()
+        state = next(page for page in (await client.pages())["pages"] if page["page_id"] == lease.page_id)
+        if watch.saw(state, sent_at):
+            return
+        assert time.monotonic() < give_up_at, f"timed out after {timeout} s waiting for {renewals} renewals"
+        await asyncio.sleep(0.05)  # the poll's pace; the renewer runs on this loop meanwhile
+
+
 def test_health_pages_and_plain_calls(worker, client):
     assert client.health() == {"success": True, "page_id": None, "status": "ok", "browser": True, "browser_state": "up"}
     # A base URL as pasted from the docs, with /api/v1, and no key: health needs none.
@@ -180,8 +227,11 @@ def test_every_error_class_from_a_real_answer(worker, client):
 
 def test_a_lease_is_renewed_past_its_ttl_carried_by_its_calls_and_released(client):
     with client.lease("main", ttl=1) as lease:
+        taken_by = time.time()
         assert len(lease.id) == 32
-        time.sleep(2.5)  # two and a half ttls: alive only because it was renewed
+        # Held past the deadline it was taken with, four renewals later: alive
+        # only because the client renewed it.
+        renewed_past_its_ttl(client, lease, taken_by, renewals=4)
         assert lease.lost is None
         assert lease.call("web/state")["page_id"] == "main"
         held = page_state(client)
@@ -363,7 +413,7 @@ async def test_the_async_twin(worker):
                 await client.call("cl-async", "web/nope")
 
             async with client.lease("cl-async", ttl=0.6) as lease:
-                await asyncio.sleep(1.5)  # past its ttl twice over
+                await renewed_past_its_ttl_async(client, lease, time.time(), renewals=4)
                 assert lease.lost is None and (await lease.call("web/state"))["success"]
                 with pytest.raises(Leased):
                     await client.call("cl-async", "web/state")
