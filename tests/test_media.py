@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from core.api import ApiError
+from core.api import status_of
+from core.errors import StoreFull
 from harness.worker import WorkerProcess, wait_until
 from media_store import store
 from media_store.models import MediaFile
+from tests.support.worker_store import WorkerStore
 
 # --- helpers ---------------------------------------------------------------------
 
@@ -87,9 +89,9 @@ def test_put_stores_a_file_under_a_random_name_unrelated_to_its_token(media_dir)
 def test_put_past_the_cap_answers_507_and_leaves_no_file(media_dir, settings):
     settings.MEDIA_MAX_MB = 0.01  # 10485 bytes
     store.put(b"x" * 6000, content_type="application/octet-stream", filename="a.bin")
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(StoreFull) as refused:
         store.put(b"x" * 6000, content_type="application/octet-stream", filename="b.bin")
-    assert refused.value.status == 507 and "MEDIA_MAX_MB" in refused.value.message
+    assert status_of(refused.value) == 507 and "MEDIA_MAX_MB" in refused.value.message
     assert len(files_in(media_dir)) == 1 and MediaFile.objects.count() == 1
 
 
@@ -191,15 +193,21 @@ def test_find_available_never_matches_a_guess(media_dir, token):
 # --- the route, against real workers --------------------------------------------------
 
 
-def file_of(worker: WorkerProcess, link: dict) -> Path:
+@pytest.fixture(scope="module")
+def worker_db(worker, django_db_blocker) -> WorkerStore:
+    return WorkerStore(worker.store, django_db_blocker)
+
+
+def file_of(worker: WorkerProcess, worker_db: WorkerStore, link: dict) -> Path:
+    """The link's file in the worker's media folder (its name is in the store only)."""
     token = link["url"].rpartition("/")[2]
-    ((name,),) = rows(worker, "select path from media_store_mediafile where token = ?", token)
+    [name] = worker_db.list(MediaFile.objects.filter(token=token).values_list("path", flat=True))
     return worker.store / "media" / name
 
 
-def test_a_download_is_one_shot(api, worker):
+def test_a_download_is_one_shot(api, worker, worker_db):
     link = put_blob(api, 3000)
-    on_disk = file_of(worker, link)
+    on_disk = file_of(worker, worker_db, link)
     assert on_disk.read_bytes() == blob(3000)
     response = api.get(worker.base_url + link["url"])
     assert response.status_code == 200
@@ -209,7 +217,7 @@ def test_a_download_is_one_shot(api, worker):
     assert response.headers["content-length"] == "3000"
     # The complete download claimed it: the file goes, and the link with it.
     wait_until(lambda: not on_disk.exists(), timeout=10, what="the claimed file to be deleted")
-    assert rows(worker, "select count(*) from media_store_mediafile where path = ?", on_disk.name) == [(0,)]
+    assert not worker_db.exists(MediaFile.objects.filter(path=on_disk.name))
     second = api.get(worker.base_url + link["url"])
     assert_404_envelope(second.status_code, second.content)
 
@@ -235,7 +243,7 @@ def test_a_download_needs_the_key(api, worker):
     assert api.get(worker.base_url + link["url"]).content == blob(100)
 
 
-def test_an_unclaimed_link_expires_and_its_file_is_swept(make_worker):
+def test_an_unclaimed_link_expires_and_its_file_is_swept(make_worker, django_db_blocker):
     worker = make_worker({"MEDIA_TTL_S": "0.5", "SWEEP_S": "0.2"})
     with worker.client() as api:
         link = put_blob(api, 500)
@@ -244,7 +252,7 @@ def test_an_unclaimed_link_expires_and_its_file_is_swept(make_worker):
         wait_until(lambda: files_in(media) == [], timeout=10, what="the sweep to delete the expired file")
         response = api.get(worker.base_url + link["url"])
         assert_404_envelope(response.status_code, response.content)
-    assert rows(worker, "select count(*) from media_store_mediafile") == [(0,)]
+    assert not WorkerStore(worker.store, django_db_blocker).exists(MediaFile.objects.all())
 
 
 def test_an_expired_link_answers_404_before_any_sweep(make_worker):
@@ -276,7 +284,7 @@ def test_past_the_cap_a_plugin_answers_507_and_writes_nothing(make_worker):
         put_blob(api, 30_000)
 
 
-def test_orphans_are_removed_at_start(make_worker):
+def test_orphans_are_removed_at_start(make_worker, django_db_blocker):
     worker = make_worker()
     with worker.client() as api:
         kept = put_blob(api, 200)
@@ -297,7 +305,7 @@ def test_orphans_are_removed_at_start(make_worker):
     worker.start()
     # The start-up step ran before the port opened.
     assert files_in(media) == kept_files
-    assert rows(worker, "select path from media_store_mediafile where path = 'gone.png'") == []
+    assert not WorkerStore(worker.store, django_db_blocker).exists(MediaFile.objects.filter(path="gone.png"))
     with worker.client() as api:
         assert api.get(worker.base_url + kept["url"]).content == blob(200)
 
@@ -333,17 +341,10 @@ def test_guessed_tokens_and_paths_answer_404_and_read_nothing(api, worker, targe
     assert api.get(worker.base_url + link["url"]).content == blob(100)
 
 
-def test_random_tokens_and_the_files_own_name_answer_404(api, worker):
+def test_random_tokens_and_the_files_own_name_answer_404(api, worker, worker_db):
     link = put_blob(api, 100)
-    name = file_of(worker, link).name
+    name = file_of(worker, worker_db, link).name
     for guess in [secrets.token_urlsafe(24) for _ in range(20)] + [name, name.split(".")[0]]:
         status, body = raw_get(worker, "/api/v1/media/" + guess)
         assert_404_envelope(status, body)
     assert api.get(worker.base_url + link["url"]).content == blob(100)
-
-
-def rows(worker: WorkerProcess, sql: str, *args) -> list[tuple]:
-    with sqlite3.connect(worker.store / "penelope.db") as db:
-        found = db.execute(sql, args).fetchall()
-    db.close()
-    return found
