@@ -10,87 +10,41 @@ DATA_UPLOAD_MAX_MEMORY_SIZE) is checked as the body arrives: a declared
 413 with the envelope at once, and the connection is closed without reading
 further. So a request costs at most MAX_BODY_BYTES, with or without the key.
 
-Override of a framework, fenced: daphne 4.2.3's `HTTPFactory.buildProtocol`
-gives each connection `daphne.http_protocol.WebRequest`, looked up in its
-module when a connection is made; `install()` puts `BoundedRequest` there.
-The request line is read from Twisted's `HTTPChannel._command` and `_path`
-(Twisted sets a request's own only once its body is in).
-`tests/test_bounds.py` fails loudly if either changes.
+This module says what the refusal answers; how it is hooked into daphne and
+Twisted is a framework seam (core/seams.py, `bound_request_bodies`).
+`tests/test_bounds.py` checks the bound on a real worker.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections.abc import Callable
 
-from daphne import http_protocol
 from django.conf import settings
+
+from core.api import error_body
+from core.seams import bound_request_bodies
 
 log = logging.getLogger("penelope.serving")
 
-# Who refuses: "worker" or "waker", for the sentence; and the page a path
-# names, for the envelope's page_id, as the view would have answered it.
-_server_name = "worker"
-_page_of: Callable[[str], str | None] = lambda path: None  # noqa: E731
 
+def install(server_name: str, page_of: Callable[[str], str | None] | None = None) -> None:
+    """Make daphne refuse a body past MAX_BODY_BYTES as it arrives (before the
+    server runs). `server_name` ("worker" or "waker") is said in the sentence;
+    `page_of(path)` gives the envelope's page_id, as the view would have."""
 
-class BoundedRequest(http_protocol.WebRequest):
-    """daphne's request, refusing a body past MAX_BODY_BYTES as it arrives."""
-
-    _body_bytes = 0
-    _refused = False
-
-    def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
-        if length is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            self._refuse(f"declared {length} bytes")
-            return
-        super().gotLength(length)
-
-    def handleContentChunk(self, data: bytes) -> None:  # noqa: N802 - Twisted's name
-        if self._refused:
-            return
-        self._body_bytes += len(data)
-        if self._body_bytes > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            self._refuse(f"more than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes received")
-            return
-        super().handleContentChunk(data)
-
-    def _refuse(self, what: str) -> None:
-        """Answer 413 with the envelope and close the connection: nothing
-        more of the body is read, nothing of it is kept."""
-        self._refused = True
-        self.content = io.BytesIO()  # what Twisted closes at the end of the request
+    def refusal(method: str, path: str, what: str) -> bytes:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        # The request line as the channel parsed it: the request's own `method`
-        # and `uri` are set only once the whole body is in.
-        method = getattr(self.channel, "_command", b"").decode("latin-1")
-        path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
-        body = json.dumps(
-            {
-                "success": False,
-                "error": f"The request body is larger than the {_server_name} accepts (MAX_BODY_BYTES, {limit} bytes).",
-                "page_id": _page_of(path),
-            },
-            separators=(",", ":"),
-        ).encode()
-        head = (
+        message = f"The request body is larger than the {server_name} accepts (MAX_BODY_BYTES, {limit} bytes)."
+        page_id = page_of(path) if page_of is not None else None
+        body = json.dumps(error_body(message, page_id), separators=(",", ":")).encode()
+        log.info("refused a request body past MAX_BODY_BYTES (%s): %s %s", what, method, path[:200])
+        return (
             b"HTTP/1.1 413 Request Entity Too Large\r\n"
             b"Content-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-            b"Connection: close\r\n\r\n"
+            b"Connection: close\r\n\r\n" + body
         )
-        log.info("refused a request body past MAX_BODY_BYTES (%s): %s %s", what, method, path[:200])
-        transport = self.channel.transport
-        transport.write(head + body)
-        transport.loseConnection()  # stops reading: the rest of the body is never received
 
-
-def install(server_name: str, page_of: Callable[[str], str | None] | None = None) -> None:
-    """Make daphne build every request as a BoundedRequest (before the server runs)."""
-    global _server_name, _page_of
-    _server_name = server_name
-    if page_of is not None:
-        _page_of = page_of
-    http_protocol.WebRequest = BoundedRequest
+    bound_request_bodies(refusal)

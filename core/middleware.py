@@ -6,18 +6,20 @@ thread and back. The API (a bearer key, no cookies) needs none of them, so
 `AdminOnly` runs the chain in ADMIN_MIDDLEWARE for paths under ADMIN_PREFIX
 and hands every other request straight on. CSRF's view check, which Django
 runs between URL resolution and the view, is forwarded for admin paths too.
+Running Django middleware outside Django's handler is a framework seam
+(core/seams.py, `MiddlewareChain`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import markcoroutinefunction, sync_to_async
+from asgiref.sync import markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
-from django.utils.module_loading import import_string
 
 from core.db_thread import admin_request
+from core.seams import MiddlewareChain
 
 ADMIN_PREFIX = "/admin/"
 
@@ -28,14 +30,7 @@ class AdminOnly:
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
-        chain = get_response
-        view_checks = []
-        for name in reversed(settings.ADMIN_MIDDLEWARE):
-            chain = import_string(name)(chain)
-            if hasattr(chain, "process_view"):
-                view_checks.insert(0, chain.process_view)
-        self.admin = chain
-        self.view_checks = view_checks
+        self.admin = MiddlewareChain(settings.ADMIN_MIDDLEWARE, get_response)
         markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
@@ -50,8 +45,4 @@ class AdminOnly:
     async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
         if not request.path.startswith(ADMIN_PREFIX):
             return None
-        for check in self.view_checks:
-            response = await sync_to_async(check)(request, view, args, kwargs)
-            if response is not None:
-                return response
-        return None
+        return await self.admin.process_view(request, view, args, kwargs)

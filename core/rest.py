@@ -1,39 +1,41 @@
 """DRF as the API runs it.
 
 Every `/api/v1` route is an `ApiView`: an adrf async `APIView` whose handlers
-run on the worker's event loop, where the browser lives. On top of adrf it
-keeps the request path free of thread hops (adrf runs DRF's `initial()` in a
-thread; here it runs inline, since the key check and the permission read
-only headers and settings) and of DRF's per-request extras the API does not
-use (content negotiation, format suffixes, the `Allow` header on every answer).
+run on the worker's event loop, where the browser lives. Its dispatch keeps
+the request path free of thread hops and of DRF's per-request extras the API
+does not use (the `Allow` header on every answer): that part replaces adrf's
+and DRF's own code, so it lives with the project's other framework seams
+(core/seams.py, `InlineDispatch`).
 
 - Bodies go through `JsonObjectBody`, whatever the Content-Type says.
 - Answers are rendered by the serializer that describes them in the OpenAPI
   document (`answer`), so the two cannot drift apart.
 - Every failure, from any layer, becomes the envelope in `envelope_handler`,
   the project's one DRF exception handler: no view builds an error itself.
+
+The body parser, the renderer and the envelope are core/envelope.py's,
+which the waker uses too.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
-from adrf.requests import AsyncRequest
 from adrf.views import APIView
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.core.exceptions import TooManyFieldsSent
+from django.http import Http404, HttpResponse
 from rest_framework import exceptions, serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
 from core.api import ApiError, internal_error, refusal
-from core.auth import KEY_REQUIRED, REALM, BearerKey, HasKey
+from core.auth import KEY_REQUIRED, BearerKey, HasKey
+from core.envelope import error_response, json_response, read_json_object
 from core.errors import DomainError
-from core.shapes import ErrorEnvelope
+from core.seams import InlineDispatch
 
 log = logging.getLogger("penelope.api")
 
@@ -52,20 +54,7 @@ class JsonObjectBody(BaseParser):
     media_type = "application/json"  # what the schema says; FirstChoice picks it for any type
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> dict:
-        try:
-            # Django's `body` enforces the size limit, with or without a Content-Length.
-            raw = parser_context["request"]._request.body
-        except RequestDataTooBig:
-            raise ApiError(413, "The request body is larger than the worker accepts.") from None
-        if not raw.strip():
-            return {}
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise ApiError(422, "The request body is not valid JSON.") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "The request body must be a JSON object.")
-        return data
+        return read_json_object(parser_context["request"]._request)
 
 
 class FirstChoice(BaseContentNegotiation):
@@ -77,13 +66,6 @@ class FirstChoice(BaseContentNegotiation):
 
     def select_renderer(self, request: Any, renderers: list, format_suffix: str | None = None) -> tuple:
         return renderers[0], renderers[0].media_type
-
-
-class ApiRequest(AsyncRequest):
-    def _load_stream(self) -> None:
-        # DRF treats a body without a Content-Length as empty; the parser reads
-        # Django's `body` instead, which knows better.
-        self._stream = self._request
 
 
 def describe_errors(errors: Any, path: str = "") -> str:
@@ -110,19 +92,6 @@ def validated(shape: type[serializers.Serializer], data: Any) -> dict[str, Any]:
 
 # --- answers ------------------------------------------------------------------------------
 
-_renderer = JSONRenderer()
-
-
-def json_response(body: dict[str, Any], status: int = 200) -> HttpResponse:
-    # DRF's JSON renderer, compact and strict (STRICT_JSON): NaN and Infinity
-    # are not JSON, so such a value raises here (a 500 with the envelope)
-    # instead of going out as a body no client parses.
-    content = _renderer.render(body)
-    response = HttpResponse(content, status=status, content_type="application/json")
-    response["Content-Length"] = str(len(content))
-    return response
-
-
 # One instance per shape: a serializer's fields are built once, not per answer.
 _shapes: dict[type[serializers.BaseSerializer], serializers.BaseSerializer] = {}
 
@@ -138,13 +107,6 @@ def represent(shape: type[serializers.BaseSerializer], data: Any) -> dict[str, A
 def answer(shape: type[serializers.BaseSerializer], data: Any, status: int = 200) -> HttpResponse:
     """The response for `data`, rendered by the serializer that describes it."""
     return json_response(represent(shape, data), status)
-
-
-def error_response(error: ApiError) -> HttpResponse:
-    response = answer(ErrorEnvelope, error.envelope(), error.status)
-    if error.status == 401:
-        response["WWW-Authenticate"] = REALM
-    return response
 
 
 # --- the exception handler ----------------------------------------------------------------
@@ -181,7 +143,7 @@ def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
 # --- the views' base ------------------------------------------------------------------------
 
 
-class ApiView(APIView):
+class ApiView(InlineDispatch, APIView):
     # The base of every `/api/v1` view: bearer key, JSON in and out, the
     # envelope for every error. A subclass defines async `get`, `post`, ...;
     # those are its methods, and any other answers 405 with `Allow`. (A
@@ -194,44 +156,14 @@ class ApiView(APIView):
     renderer_classes = (JSONRenderer,)
     content_negotiation_class = FirstChoice
     throttle_classes = ()
+    # What Django's clickjacking middleware set when it ran on the API.
+    response_headers = {"X-Frame-Options": "DENY"}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "http_method_names" not in cls.__dict__:
             # Only the methods it handles: HEAD and OPTIONS answer 405 like any other.
             cls.http_method_names = [name for name in HANDLER_NAMES if getattr(cls, name, None) is not None]
-
-    @property
-    def default_response_headers(self) -> dict[str, str]:
-        return {}  # no Allow and Vary on every answer: Allow comes with a 405
-
-    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> ApiRequest:
-        return ApiRequest(
-            request,
-            parsers=self.get_parsers(),
-            authenticators=self.get_authenticators(),
-            negotiator=self.get_content_negotiator(),
-            parser_context=self.get_parser_context(request),
-        )
-
-    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        self.args, self.kwargs = args, kwargs
-        request = self.initialize_request(request, *args, **kwargs)
-        self.request = request
-        self.headers = {}
-        try:
-            # Inline: authentication and permission read headers and settings only.
-            self.initial(request, *args, **kwargs)
-            method = request.method.lower()
-            handler = getattr(self, method) if method in self.http_method_names else self.http_method_not_allowed
-            response = await handler(request, *args, **kwargs)
-        except Exception as exc:
-            response = self.handle_exception(exc)
-        # What Django's clickjacking middleware set when it ran on the API.
-        if "X-Frame-Options" not in response:
-            response["X-Frame-Options"] = "DENY"
-        self.response = response
-        return response
 
 
 class NoRoute(ApiView):

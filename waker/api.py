@@ -1,55 +1,53 @@
-"""The waker's answers: its key check and the error envelope.
+"""The waker's answers: its key check, and its view wrapper around the
+envelope.
 
-The envelope is the worker's (`{"success": false, "error": ..., "page_id":
-null}`), so a client parses both alike, but the code is the waker's own: the
-waker imports nothing of the worker's (docs/reference/WAKER_API.md), and its
-sentences, realm and key are not the worker's.
+The body parser, the JSON renderer and the envelope are the worker's own
+(core/envelope.py), so a client parses both alike; what is the waker's is its
+sentences, its realm and its key (WAKER_KEY), which are not the worker's.
 """
 
 from __future__ import annotations
 
 import functools
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+
+from core import envelope
+from core.api import ApiError
+from core.api import error_body as envelope_of
 
 log = logging.getLogger("penelope.waker")
 
+REALM = 'Bearer realm="penelope-waker"'
+WAKER_KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <WAKER_KEY>."
 WORKER_KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
 
 
-class WakerError(Exception):
-    """An answer other than success: its status and one sentence for the client."""
+class WakerError(ApiError):
+    """An answer of the waker's own API other than success: its status and
+    one sentence for the client. No page is ever named (page_id is null)."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(status, message)
 
 
 def error_body(message: str) -> dict[str, Any]:
-    return {"success": False, "error": message, "page_id": None}
+    """The envelope of a waker's refusal (the proxy's raw ASGI answers)."""
+    return envelope_of(message, None)
 
 
 def encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    """A body as the worker writes its answers (the proxy's raw ASGI answers)."""
+    return envelope.json_bytes(body)
 
 
-def json_response(body: dict[str, Any], status: int = 200) -> HttpResponse:
-    return HttpResponse(encode(body), status=status, content_type="application/json")
-
-
-def error_response(error: WakerError, realm: str = "penelope-waker") -> HttpResponse:
-    response = json_response(error_body(error.message), error.status)
-    if error.status == 401:
-        response["WWW-Authenticate"] = f'Bearer realm="{realm}"'
-    return response
+def error_response(error: ApiError) -> HttpResponse:
+    return envelope.error_response(error, realm=REALM)
 
 
 def any_key_matches(authorization: str, keys: list[str]) -> bool:
@@ -81,9 +79,7 @@ def waker_view(*methods: str, key_required: bool = True) -> Callable[[View], Vie
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if key_required and not bearer_matches(request.headers.get("Authorization", ""), settings.WAKER_KEY):
-                return error_response(
-                    WakerError(401, "A valid key is required: send Authorization: Bearer <WAKER_KEY>.")
-                )
+                return error_response(WakerError(401, WAKER_KEY_REQUIRED))
             if request.method not in allowed:
                 response = error_response(
                     WakerError(405, f"Method {request.method} is not allowed here; use {', '.join(sorted(allowed))}.")
@@ -92,7 +88,7 @@ def waker_view(*methods: str, key_required: bool = True) -> Callable[[View], Vie
                 return response
             try:
                 return await view(request, *args, **kwargs)
-            except WakerError as error:
+            except ApiError as error:  # the waker's own, and the body parser's
                 return error_response(error)
             except Exception:
                 log.exception("unexpected error in %s %s", request.method, request.path)
@@ -105,20 +101,3 @@ def waker_view(*methods: str, key_required: bool = True) -> Callable[[View], Vie
 
 def internal_error() -> WakerError:
     return WakerError(500, "The waker hit an unexpected error; the details are in its log.")
-
-
-def read_json_body(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object body: empty is `{}`, malformed JSON 422, anything but an object 400."""
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise WakerError(413, "The request body is larger than the waker accepts.") from None
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise WakerError(422, "The request body is not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise WakerError(400, "The request body must be a JSON object.")
-    return data

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from rest_framework import serializers
 
+from core.envelope import json_response, read_json_object
 from waker import metrics as waker_metrics
-from waker.api import WakerError, json_response, read_json_body, waker_view
+from waker.api import WakerError, waker_view
 from waker.supervisor import PersonaWorker, StartFailed, WorkInFlight, current
 
 
@@ -71,7 +72,7 @@ async def start(request: HttpRequest, name: str) -> HttpResponse:
 @waker_view("POST")
 async def stop(request: HttpRequest, name: str) -> HttpResponse:
     worker = find(name)
-    params = validated(StopParams, read_json_body(request))
+    params = validated(StopParams, read_json_object(request, server="waker"))
     try:
         await worker.stop(force=params["force"])
     except WorkInFlight as error:

@@ -1,0 +1,276 @@
+"""Where the project reaches into its frameworks: every override of a Django,
+DRF, adrf or daphne internal, and nothing else.
+
+Each piece below replaces upstream code for a reason that was measured, and
+each is an upgrade hazard: it copies or skips what the upstream code does,
+so a new upstream version can change what it relies on without a word.
+`tests/test_seams.py` has one test per piece that checks the upstream
+behaviour itself, so a version bump that changes it fails there first.
+Versions are those of requirements/ when the pieces were last checked:
+Django 5.2.19, djangorestframework 3.18.3, adrf 0.1.14, daphne 4.2.3,
+Twisted 26.10.0, asgiref 3.13.0.
+
+1. `ThreadlessApiHandler` replaces `django.core.handlers.asgi.ASGIHandler.__call__`
+   (Django 5.2.19) for paths under /api/: it calls `handle()` without the
+   `ThreadSensitiveContext` Django opens per request, which gives each
+   request a thread of its own for its sync steps (asgiref starts it at the
+   request's first `sync_to_async`, which is at the latest Django's own
+   `response.close()`). Gain, docs/BENCHMARKS.md: "Issue 12" table, row
+   "`Thread.start` under Django's `ASGIHandler`": 11.4 % of the event loop's
+   samples; "Before and after issue 11 (py-spy)", row "Django's ASGI
+   handler: a thread started per request": 24 % + 11.7 % of the worker's
+   samples under wrk at c=32.
+
+2. `keep_request_started_off_api` replaces the two receivers
+   `django/db/__init__.py` (Django 5.2.19) connects to `request_started`
+   (`reset_queries`, `close_old_connections`) with one async receiver that
+   runs them outside /api/ only. With any sync receiver connected,
+   `ASGIHandler.handle`'s `request_started.asend()` hops to a thread before
+   every view. Gain, docs/BENCHMARKS.md "Issue 12" table, row
+   "`request_started`'s sync receivers": one thread hop per request. Timed
+   in process (3,000 sends, median, three rounds): 124 to 238 µs with
+   Django's receivers, 32 to 37 µs with this one; the reference request
+   (`GET /api/v1/main`) takes 1.14 ms at p50 in the last full run.
+
+3. `WholeBodyRequest` replaces `rest_framework.request.Request._load_stream`
+   (DRF 3.18.3), which treats a body without a Content-Length (a chunked
+   request) as empty, so the parser never sees it. No speed gain: it buys
+   behaviour (a chunked JSON body is read, as the contract says; DRF's
+   `_request.body` still enforces DATA_UPLOAD_MAX_MEMORY_SIZE), checked by
+   tests/test_rest.py::test_a_body_without_a_content_length_is_still_read.
+
+4. `InlineDispatch` replaces `adrf.views.APIView.async_dispatch` and
+   `initialize_request` (adrf 0.1.14): DRF's `initial()` (content
+   negotiation, authentication, permissions, throttles) runs inline on the
+   event loop, where adrf runs it through `sync_to_async`; and DRF's
+   `finalize_response` (`rest_framework.views.APIView`, 3.18.3), which would
+   add `default_response_headers` (`Allow` on every answer, `Vary`), is
+   skipped: the views answer plain `HttpResponse`s and set their own
+   headers. Gain: not a row of docs/BENCHMARKS.md (the API was never
+   measured with adrf's dispatch; "Before and after issue 11" puts DRF and
+   adrf together under 0.5 % of the samples with it). Timed in process
+   (`AsyncRequestFactory`, the reference's shape of view, 3,000 requests,
+   median, three rounds): 45 to 48 µs per request with this dispatch, 256 to
+   304 µs with adrf's, against the reference's 1.14 ms p50.
+
+5. `MiddlewareChain` replaces, for the admin's middleware only, what
+   `django.core.handlers.base.BaseHandler.load_middleware` builds and what
+   `_get_response_async` does with it (Django 5.2.19): it chains the classes
+   itself and forwards their `process_view` hooks (CSRF's) through
+   `sync_to_async`, so `core.middleware.AdminOnly` can run them for /admin/
+   alone. Gain, docs/BENCHMARKS.md "Before and after issue 11 (py-spy)", row
+   "the admin's six `MiddlewareMixin` middlewares": about 9 % of the
+   worker's samples on an API request before, none after.
+
+6. `bound_request_bodies` replaces `daphne.http_protocol.WebRequest` (daphne
+   4.2.3), the class `HTTPFactory.buildProtocol` looks up in its module for
+   each connection, with a subclass overriding Twisted's
+   `twisted.web.http.Request.gotLength` and `handleContentChunk` (Twisted
+   26.10.0) and reading the request line from the channel's `_command` and
+   `_path`. Gain: memory, not time, so not a row of docs/BENCHMARKS.md: a
+   500 MB POST without the key took a worker from 92 MB to 596 MB resident
+   before (core/bounded_http.py); tests/test_bounds.py checks the bound on a
+   real worker.
+
+Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
+`APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
+dispatch read that property, and piece 4 replaced both, so it never ran:
+no gain to measure, and no answer changes without it.
+
+Relied on, not overridden (tested beside the pieces): core/db_thread.py
+keeps one SQLite connection open on its own thread because Django's
+connections belong to a thread (`ConnectionHandler.thread_critical`), not to
+an asyncio context; it subclasses and patches nothing of Django.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from adrf.requests import AsyncRequest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core import signals
+from django.core.handlers.asgi import ASGIHandler
+from django.db import close_old_connections, reset_queries
+from django.http import HttpRequest, HttpResponseBase
+from django.utils.module_loading import import_string
+
+# The paths whose requests run without a thread of their own: the API's views
+# are async and reach the database through core/db_thread.py only.
+THREADLESS_PREFIX = "/api/"
+
+
+# --- 1. Django's ASGI handler ------------------------------------------------------------
+
+
+class ThreadlessApiHandler(ASGIHandler):
+    """Django's ASGI handler; an /api/ request's few sync steps run on
+    asgiref's one shared thread instead of a thread started for it. The
+    admin, whose views are sync, keeps Django's way."""
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(THREADLESS_PREFIX):
+            await self.handle(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+
+# --- 2. request_started's receivers -----------------------------------------------------
+
+
+async def request_started_outside_api(sender: Any, scope: dict | None = None, **kwargs: Any) -> None:
+    """Django's own request_started receivers, for the requests that may use
+    the database from their thread (the admin's): an API request has no
+    connection in a request thread to reset or close."""
+    if scope is not None and scope.get("path", "").startswith(THREADLESS_PREFIX):
+        return
+    await sync_to_async(_reset_and_close)()
+
+
+def _reset_and_close() -> None:
+    reset_queries()
+    close_old_connections()
+
+
+def keep_request_started_off_api() -> None:
+    """Swap Django's sync request_started receivers for the async one above
+    (once, before the server runs)."""
+    signals.request_started.disconnect(reset_queries)
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_started.connect(request_started_outside_api, weak=False)
+
+
+# --- 3. and 4. DRF's request, adrf's dispatch --------------------------------------------
+
+
+class WholeBodyRequest(AsyncRequest):
+    def _load_stream(self) -> None:
+        # The Django request is the stream, whatever the Content-Length says:
+        # a parser reads its `body`, which enforces the size limit.
+        self._stream = self._request
+
+
+class InlineDispatch:
+    """Put before adrf's `APIView` in a view's bases: the view is dispatched
+    without a thread hop and without DRF's `finalize_response`, and its
+    requests are `WholeBodyRequest`s. `response_headers` are set on every
+    answer that does not set them itself (in place of
+    `default_response_headers`). Every handler must be async, and DRF's
+    `initial()` must not wait on anything: it runs on the event loop, which
+    is sound while authentication, permissions and throttles read only
+    headers and settings (core/auth.py's do; the API has no throttles).
+
+    A mixin, not a subclass of adrf's view, so that importing this module
+    does not import DRF's views (and with them Django's admin): the waker
+    imports it for its bounded requests."""
+
+    response_headers: dict[str, str] = {}
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> WholeBodyRequest:
+        return WholeBodyRequest(
+            request,
+            parsers=self.get_parsers(),
+            authenticators=self.get_authenticators(),
+            negotiator=self.get_content_negotiator(),
+            parser_context=self.get_parser_context(request),
+        )
+
+    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        self.args, self.kwargs = args, kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = {}
+        try:
+            self.initial(request, *args, **kwargs)
+            method = request.method.lower()
+            handler = getattr(self, method) if method in self.http_method_names else self.http_method_not_allowed
+            response = await handler(request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        for name, value in self.response_headers.items():
+            if name not in response:
+                response[name] = value
+        self.response = response
+        return response
+
+
+# --- 5. a middleware chain outside Django's handler --------------------------------------
+
+
+class MiddlewareChain:
+    """Django middleware (dotted paths, outermost first) around `get_response`,
+    for an async middleware that runs them for some requests only. Each class
+    must be async-capable (MiddlewareMixin is); a hook other than the
+    request/response call and `process_view` would not run (Django's admin
+    middleware has none)."""
+
+    def __init__(self, names: Sequence[str], get_response: Callable) -> None:
+        chain = get_response
+        view_checks: list[Callable] = []
+        for name in reversed(names):
+            chain = import_string(name)(chain)
+            if hasattr(chain, "process_view"):
+                view_checks.insert(0, chain.process_view)
+        self.chain = chain
+        self.view_checks = view_checks
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return await self.chain(request)
+
+    async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
+        """The chain's `process_view` hooks in order, as Django's handler runs
+        them between URL resolution and the view; the first answer wins."""
+        for check in self.view_checks:
+            response = await sync_to_async(check)(request, view, args, kwargs)
+            if response is not None:
+                return response
+        return None
+
+
+# --- 6. daphne's request class -----------------------------------------------------------
+
+
+def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
+    """Make daphne build every HTTP request as a subclass of its WebRequest
+    that refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE as it arrives:
+    `refusal(method, path, what)` gives the whole answer, written before the
+    connection is closed and nothing more of the body is read. Call it before
+    the server runs; answers the class. daphne is imported here, not at the
+    top: Twisted's modules are import-order sensitive (core/serving.py)."""
+    from daphne import http_protocol
+
+    class BoundedRequest(http_protocol.WebRequest):
+        _body_bytes = 0
+        _refused = False
+
+        def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
+            if length is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+                self._refuse(f"declared {length} bytes")
+                return
+            super().gotLength(length)
+
+        def handleContentChunk(self, data: bytes) -> None:  # noqa: N802 - Twisted's name
+            if self._refused:
+                return
+            self._body_bytes += len(data)
+            if self._body_bytes > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+                self._refuse(f"more than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes received")
+                return
+            super().handleContentChunk(data)
+
+        def _refuse(self, what: str) -> None:
+            self._refused = True
+            self.content = io.BytesIO()  # what Twisted closes at the end of the request
+            # The request line as the channel parsed it: the request's own
+            # `method` and `uri` are set only once the whole body is in.
+            method = getattr(self.channel, "_command", b"").decode("latin-1")
+            path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
+            transport = self.channel.transport
+            transport.write(refusal(method, path, what))
+            transport.loseConnection()  # stops reading: the rest of the body is never received
+
+    http_protocol.WebRequest = BoundedRequest
+    return BoundedRequest

@@ -1,0 +1,398 @@
+"""The framework seams (core/seams.py): for each override of a Django, DRF,
+adrf or daphne internal, the upstream behaviour it relies on, checked on
+the installed versions, beside what the override makes of it.
+
+When one of these fails after an upgrade, the upstream code changed under
+the override: read its new version (the test's docstring names it), then
+adapt the override, or remove it if upstream now does what it did, and
+update core/seams.py's docstring (the version, and the gain if it moved).
+All in process, no browser, no server."""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import re
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from adrf.views import APIView as AdrfView
+from asgiref.sync import SyncToAsync, iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core import signals
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.base import BaseHandler
+from django.db import close_old_connections, connections, reset_queries
+from django.http import HttpResponse
+from django.test import AsyncRequestFactory
+from django.utils.module_loading import import_string
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+
+from core import seams
+from core.envelope import json_response
+from core.rest import ApiView, JsonObjectBody
+
+factory = AsyncRequestFactory()
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+# --- 1. Django's ASGI handler ------------------------------------------------------------
+
+
+def recording(handler_class: type[ASGIHandler]) -> tuple[ASGIHandler, list[tuple[object, str]]]:
+    """A handler of `handler_class` whose `handle` records the request's
+    thread-sensitive context and the thread its sync steps would run on."""
+    seen: list[tuple[object, str]] = []
+
+    class Recording(handler_class):
+        async def handle(self, scope, receive, send):
+            seen.append((SyncToAsync.thread_sensitive_context.get(None), await sync_to_async(thread_name)()))
+
+    return Recording(), seen
+
+
+async def request(handler: ASGIHandler, path: str) -> None:
+    await handler({"type": "http", "path": path}, None, None)
+
+
+async def test_django_gives_each_request_a_thread_of_its_own_and_the_api_is_spared_it():
+    """Django 5.2's `ASGIHandler.__call__` opens a `ThreadSensitiveContext`
+    per request, then calls `self.handle(scope, receive, send)`; asgiref
+    gives each such context a thread for its sync steps.
+    `ThreadlessApiHandler` calls `handle` itself for /api/ and relies on both.
+    If this fails, read `ASGIHandler.__call__` and `handle` of the new Django:
+    if `__call__` no longer opens a context per request, remove the override."""
+    django_handler, django_seen = recording(ASGIHandler)
+    await request(django_handler, "/api/v1/main")
+    await request(django_handler, "/api/v1/main")
+    (first_context, first_thread), (second_context, second_thread) = django_seen
+    assert first_context is not None and second_context is not None and first_context is not second_context
+    assert first_thread != second_thread  # a thread started for each request
+
+    ours, our_seen = recording(seams.ThreadlessApiHandler)
+    await request(ours, "/api/v1/main")
+    await request(ours, "/api/v1/jobs")
+    await request(ours, "/admin/")
+    (api_context, api_thread), (other_api_context, other_api_thread), (admin_context, _) = our_seen
+    assert api_context is None and other_api_context is None
+    assert api_thread == other_api_thread  # asgiref's one shared thread
+    assert admin_context is not None  # the admin keeps Django's way
+
+
+# --- 2. request_started's receivers -----------------------------------------------------
+
+
+class Sent(Exception):
+    """Stops a request right after request_started was sent."""
+
+
+async def test_django_sends_request_started_with_the_scope_before_the_view():
+    """Django 5.2's `ASGIHandler.handle` sends `request_started` through
+    `asend(sender=..., scope=scope)` once the body is read; the receiver
+    `request_started_outside_api` tells an API request by that `scope`. If
+    this fails, the new Django sends it otherwise: read `ASGIHandler.handle`
+    and make the receiver find the path where it now is."""
+    got: dict = {}
+
+    async def spy(sender, **kwargs):
+        got.update(kwargs)
+        raise Sent
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    signals.request_started.connect(spy)
+    try:
+        with pytest.raises(Sent):
+            await ASGIHandler().handle({"type": "http", "path": "/api/v1/main", "method": "GET"}, receive, None)
+    finally:
+        signals.request_started.disconnect(spy)
+    assert got["scope"]["path"] == "/api/v1/main"
+
+
+async def test_a_sync_receiver_costs_a_thread_hop_and_django_connects_only_the_two_swapped():
+    """`Signal.asend` (Django 5.2) runs sync receivers through `sync_to_async`
+    and async ones on the loop, and `django.db` connects `reset_queries` and
+    `close_old_connections` to request_started: the swap replaces exactly
+    those with one async receiver, so an API request makes no hop. If this
+    fails, Django connects another sync receiver (add it to the swap, or the
+    hop is back) or stopped hopping for sync receivers (remove the swap)."""
+    signal = signals.Signal()
+    ran_on: dict[str, str] = {}
+
+    def sync_receiver(sender, **kwargs):
+        ran_on["sync"] = thread_name()
+
+    async def async_receiver(sender, **kwargs):
+        ran_on["async"] = thread_name()
+
+    signal.connect(sync_receiver)
+    signal.connect(async_receiver)
+    await signal.asend(sender=None)
+    assert ran_on["async"] == thread_name() != ran_on["sync"]
+
+    # Whether or not the swap is installed in this process, no other sync receiver is connected.
+    sync_receivers = {live(receiver) for _key, receiver, is_async in signals.request_started.receivers if not is_async}
+    assert sync_receivers <= {reset_queries, close_old_connections}
+
+
+def live(receiver):
+    """A receiver as `Signal.receivers` holds it (weakly, or not)."""
+    return receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+
+
+@pytest.fixture
+def swapped_request_started():
+    """The swap installed for one test, and Django's receivers put back after."""
+    before = {live(receiver) for _key, receiver, _ in signals.request_started.receivers}
+    seams.keep_request_started_off_api()
+    yield
+    if seams.request_started_outside_api not in before:
+        signals.request_started.disconnect(seams.request_started_outside_api)
+    for receiver in (reset_queries, close_old_connections):
+        if receiver in before:
+            signals.request_started.connect(receiver)
+
+
+def test_the_swap_leaves_request_started_with_async_receivers_only(swapped_request_started):
+    """The swap's own effect: only async receivers are left, ours among them."""
+    kinds = [is_async for _key, _receiver, is_async in signals.request_started.receivers]
+    assert kinds and all(kinds)
+    assert seams.request_started_outside_api in {
+        live(receiver) for _key, receiver, _ in signals.request_started.receivers
+    }
+
+
+# --- 3. DRF's request stream -----------------------------------------------------------
+
+
+def without_content_length(body: bytes):
+    made = factory.post("/api/v1/main/x", data=body, content_type="application/json")
+    del made.META["CONTENT_LENGTH"]  # as a chunked request arrives
+    return made
+
+
+def test_drf_reads_no_body_without_a_content_length_unless_the_stream_is_replaced():
+    """DRF 3.18's `Request._load_stream` sets no stream when there is no
+    Content-Length, so the parser is never called and the data is empty;
+    `WholeBodyRequest` overrides that private method. If the first assert
+    fails, DRF reads such bodies now: remove `WholeBodyRequest` (and
+    `initialize_request` in `InlineDispatch`). If the second fails, DRF
+    renamed or stopped calling `_load_stream`: find where it sets
+    `_stream` now and override that instead."""
+    body = b'{"a": 1}'
+    assert Request(without_content_length(body), parsers=[JSONParser()]).data == {}
+    assert seams.WholeBodyRequest(without_content_length(body), parsers=[JsonObjectBody()]).data == {"a": 1}
+
+
+# --- 4. adrf's dispatch ------------------------------------------------------------------
+
+
+def dispatching(base: type) -> tuple[type, dict[str, str]]:
+    """A view on `base` that records the thread DRF's `initial()` ran on."""
+    seen: dict[str, str] = {}
+
+    class Probe(base):
+        authentication_classes = ()
+        permission_classes = ()
+
+        def initial(self, request, *args, **kwargs):
+            seen["initial"] = thread_name()
+            super().initial(request, *args, **kwargs)
+
+        async def get(self, request):
+            return json_response({"success": True, "page_id": None})
+
+    return Probe, seen
+
+
+async def test_adrf_runs_initial_in_a_thread_and_finalizes_with_allow_our_dispatch_does_neither():
+    """adrf 0.1.14's `APIView.async_dispatch` runs DRF's `initial()` through
+    `sync_to_async` and ends with DRF's `finalize_response`, which sets
+    `default_response_headers` (`Allow`) on every answer.
+    `InlineDispatch.async_dispatch` replaces it. If the adrf half fails,
+    adrf changed its dispatch: read the new `async_dispatch`; if it runs
+    `initial()` inline and sets no headers, remove the override (keep
+    `response_headers` and `initialize_request` some other way). If the
+    other half fails, the override is no longer called (adrf renamed
+    `async_dispatch`, or `dispatch` stopped calling it)."""
+    theirs, their_seen = dispatching(AdrfView)
+    answer = await theirs.as_view()(factory.get("/probe"))
+    assert answer.status_code == 200
+    assert their_seen["initial"] != thread_name()
+    assert answer["Allow"] == "GET, HEAD, OPTIONS"
+
+    ours, our_seen = dispatching(type("Inline", (seams.InlineDispatch, AdrfView), {}))
+    answer = await ours.as_view()(factory.get("/probe"))
+    assert answer.status_code == 200
+    assert our_seen["initial"] == thread_name()
+    assert "Allow" not in answer and "Vary" not in answer
+
+
+async def test_the_api_views_answer_with_their_headers_and_a_405_with_allow():
+    """What `ApiView` asks of the dispatch: its `response_headers` on every
+    answer, none of DRF's default ones, and a method it does not handle
+    answered by the exception handler (405 with `Allow`)."""
+
+    class Probe(ApiView):
+        permission_classes = ()
+
+        async def get(self, request):
+            return json_response({"success": True, "page_id": None})
+
+    view = Probe.as_view()
+    answer = await view(factory.get("/probe"))
+    assert answer.status_code == 200 and answer["X-Frame-Options"] == "DENY" and "Allow" not in answer
+    refused = await view(factory.post("/probe"))
+    assert refused.status_code == 405 and refused["Allow"] == "GET" and refused["X-Frame-Options"] == "DENY"
+
+
+# --- 5. Django's middleware outside its handler ------------------------------------------
+
+
+def test_django_middleware_hooks_are_the_ones_the_chain_knows():
+    """Django 5.2's `BaseHandler.load_middleware` collects three hooks besides
+    the call: `process_view`, `process_template_response` and
+    `process_exception`. `MiddlewareChain` forwards `process_view` only, which
+    is enough while no admin middleware has the other two. If this fails,
+    Django knows another hook, or an admin middleware grew one: forward it
+    in `MiddlewareChain` (as Django's handler would run it)."""
+    source = inspect.getsource(BaseHandler.load_middleware)
+    assert set(re.findall(r'"(process_\w+)"', source)) == {
+        "process_view",
+        "process_template_response",
+        "process_exception",
+    }
+    for name in settings.ADMIN_MIDDLEWARE:
+        middleware = import_string(name)
+        assert not hasattr(middleware, "process_template_response"), name
+        assert not hasattr(middleware, "process_exception"), name
+
+
+async def test_the_admin_chain_runs_async_with_its_view_check():
+    """Django 5.2's `MiddlewareMixin` runs async (`__acall__`) when what it
+    wraps is a coroutine function, so a chain built without Django's
+    `adapt_method_mode` stays async; and CSRF's `process_view` refuses a
+    POST without a token. If this fails, the mixin decides its mode
+    otherwise (adapt each layer as `BaseHandler.load_middleware` does), or
+    CSRF's check moved out of `process_view` (forward it from there)."""
+
+    async def view(request):
+        refusal = await chain.process_view(request, view, (), {})
+        return refusal or HttpResponse(b"admin page")
+
+    chain = seams.MiddlewareChain(settings.ADMIN_MIDDLEWARE, view)
+    assert iscoroutinefunction(chain.chain)
+
+    page = await chain(factory.get("/admin/"))
+    assert page.status_code == 200 and page.content == b"admin page"
+    assert page["X-Frame-Options"] == "DENY"  # the clickjacking middleware ran
+
+    refused = await chain(factory.post("/admin/login/", data={"username": "a"}))
+    assert refused.status_code == 403 and b"CSRF" in refused.content  # CSRF's view check
+
+
+# --- 6. daphne's request class -----------------------------------------------------------
+
+
+class Connections:
+    """What daphne's WebRequest tells its server: the requests it holds."""
+
+    def __init__(self) -> None:
+        self.requests: set = set()
+
+    def protocol_connected(self, request) -> None:
+        self.requests.add(request)
+
+    def protocol_disconnected(self, request) -> None:
+        self.requests.discard(request)
+
+
+@pytest.fixture
+def bounded(monkeypatch):
+    """daphne building bounded requests for one test (its own class put back
+    after), and the refusals they made."""
+    from daphne import http_protocol
+    from twisted.internet.task import Clock
+    from twisted.web import http
+
+    monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
+    monkeypatch.setattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", 1000)
+    refusals: list[tuple[str, str, str]] = []
+
+    def refusal(method: str, path: str, what: str) -> bytes:
+        refusals.append((method, path, what))
+        return b"HTTP/1.1 413 Request Entity Too Large\r\n\r\n"
+
+    request_class = seams.bound_request_bodies(refusal)
+    # daphne's own factory, on a Twisted clock instead of the global reactor.
+    server_factory = http_protocol.HTTPFactory.__new__(http_protocol.HTTPFactory)
+    http.HTTPFactory.__init__(server_factory, reactor=Clock())
+    server_factory.server = Connections()
+    return server_factory, request_class, refusals
+
+
+def connection(server_factory):
+    from twisted.internet.testing import StringTransport
+
+    protocol = server_factory.buildProtocol(None)
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    return protocol, transport
+
+
+def test_daphne_builds_each_request_from_its_module_attribute_and_twisted_calls_the_hooks(bounded):
+    """daphne 4.2's `HTTPFactory.buildProtocol` looks `WebRequest` up in
+    `daphne.http_protocol` for each connection, and Twisted 26's HTTPChannel
+    calls the request's `gotLength(length)` once the headers are in (with the
+    request line in the channel's `_command` and `_path`) and
+    `handleContentChunk(data)` for each piece of the body. If this fails,
+    daphne takes its request class from elsewhere, or Twisted renamed a hook
+    or the channel's fields: adapt `bound_request_bodies` to the new names
+    (tests/test_bounds.py then checks it on a real worker)."""
+    server_factory, request_class, refusals = bounded
+    protocol, transport = connection(server_factory)
+    assert protocol.requestFactory is request_class
+
+    protocol.dataReceived(b"POST /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n")
+    assert refusals == [("POST", "/api/v1/main/x", "declared 1001 bytes")]
+    assert transport.value() == b"HTTP/1.1 413 Request Entity Too Large\r\n\r\n" and transport.disconnecting
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"PUT /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+    protocol.dataReceived(b"3e8\r\n" + b"x" * 1000 + b"\r\n")
+    assert transport.value() == b"" and len(refusals) == 1  # 1000 bytes: within the bound
+    protocol.dataReceived(b"1\r\nx\r\n")
+    assert refusals[1] == ("PUT", "/p", "more than 1000 bytes received") and transport.disconnecting
+
+
+def test_a_body_within_the_bound_is_read_on(bounded):
+    server_factory, _request_class, refusals = bounded
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n" + b"x" * 999)
+    assert refusals == [] and transport.value() == b"" and not transport.disconnecting
+
+
+# --- relied on: Django's connections belong to a thread ----------------------------------
+
+
+def test_a_django_connection_belongs_to_its_thread_not_to_the_caller_context():
+    """core/db_thread.py keeps one SQLite connection open on its thread for
+    the process's life, calling in with each caller's copied context: it
+    relies on Django 5.2's `connections` being per thread
+    (`ConnectionHandler.thread_critical`), not per asyncio context. If this
+    fails, each call would open a connection again (the cost
+    docs/BENCHMARKS.md found in two thirds of a poll's database time): keep
+    the connection some other way, e.g. set the context once on the thread."""
+    with ThreadPoolExecutor(max_workers=1) as one, ThreadPoolExecutor(max_workers=1) as other:
+        first = one.submit(contextvars.copy_context().run, lambda: connections["default"]).result()
+        again = one.submit(contextvars.copy_context().run, lambda: connections["default"]).result()
+        elsewhere = other.submit(lambda: connections["default"]).result()
+    assert first is again
+    assert first is not elsewhere
