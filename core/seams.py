@@ -1,13 +1,14 @@
 """Where the project reaches into its frameworks: every override of a Django,
 DRF, adrf or daphne internal, and nothing else.
 
-Each piece below replaces upstream code for a reason that was measured, and
-each is an upgrade hazard: it copies or skips what the upstream code does,
-so a new upstream version can change what it relies on without a word.
-`tests/test_seams.py` has one test per piece that checks the upstream
-behaviour itself, so a version bump that changes it fails there first.
-Versions are those of requirements/ when the pieces were last checked:
-Django 5.2.19, djangorestframework 3.18.3, adrf 0.1.14, daphne 4.2.3,
+Each piece below replaces upstream code for a gain that was measured (or,
+for two of them, a behaviour the contract needs), and each is an upgrade
+hazard: it copies or skips what the upstream code does, so a new upstream
+version can change what it relies on without a word. `tests/test_seams.py`
+has one test per piece that checks the upstream behaviour itself, so a
+version bump that changes it fails there first. Written against Django
+5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
+requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0.
 
 1. `ThreadlessApiHandler` replaces `django.core.handlers.asgi.ASGIHandler.__call__`
@@ -39,19 +40,20 @@ Twisted 26.10.0, asgiref 3.13.0.
    `_request.body` still enforces DATA_UPLOAD_MAX_MEMORY_SIZE), checked by
    tests/test_rest.py::test_a_body_without_a_content_length_is_still_read.
 
-4. `InlineDispatch` replaces `adrf.views.APIView.async_dispatch` and
-   `initialize_request` (adrf 0.1.14): DRF's `initial()` (content
-   negotiation, authentication, permissions, throttles) runs inline on the
-   event loop, where adrf runs it through `sync_to_async`; and DRF's
-   `finalize_response` (`rest_framework.views.APIView`, 3.18.3), which would
-   add `default_response_headers` (`Allow` on every answer, `Vary`), is
-   skipped: the views answer plain `HttpResponse`s and set their own
-   headers. Gain: not a row of docs/BENCHMARKS.md (the API was never
-   measured with adrf's dispatch; "Before and after issue 11" puts DRF and
-   adrf together under 0.5 % of the samples with it). Timed in process
-   (`AsyncRequestFactory`, the reference's shape of view, 3,000 requests,
-   median, three rounds): 45 to 48 µs per request with this dispatch, 256 to
-   304 µs with adrf's, against the reference's 1.14 ms p50.
+4. `InlineDispatch` (a mixin put before adrf's `APIView`) replaces
+   `adrf.views.APIView.async_dispatch` and `initialize_request` (adrf
+   0.1.14): DRF's `initial()` (content negotiation, authentication,
+   permissions, throttles) runs inline on the event loop, where adrf runs it
+   through `sync_to_async`; and DRF's `finalize_response`
+   (`rest_framework.views.APIView`, 3.18.3), which would add
+   `default_response_headers` (`Allow` on every answer, `Vary`), is skipped:
+   the views answer plain `HttpResponse`s and set their own headers. Gain:
+   docs/BENCHMARKS.md has no row for it ("Before and after issue 11" puts
+   DRF and adrf together, with this dispatch, under 0.5 % of the samples).
+   Timed in process (`AsyncRequestFactory`, a view shaped like the
+   reference's, 3,000 requests, median, three rounds): 45 to 48 µs per
+   request with this dispatch, 256 to 304 µs with adrf's, against the
+   reference's 1.14 ms p50.
 
 5. `MiddlewareChain` replaces, for the admin's middleware only, what
    `django.core.handlers.base.BaseHandler.load_middleware` builds and what
@@ -80,7 +82,9 @@ no gain to measure, and no answer changes without it.
 Relied on, not overridden (tested beside the pieces): core/db_thread.py
 keeps one SQLite connection open on its own thread because Django's
 connections belong to a thread (`ConnectionHandler.thread_critical`), not to
-an asyncio context; it subclasses and patches nothing of Django.
+an asyncio context. It subclasses and patches nothing of Django: it calls
+its thread with `run_in_executor` instead of asgiref's `sync_to_async`, a
+choice among public APIs.
 """
 
 from __future__ import annotations
