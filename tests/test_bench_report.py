@@ -4,7 +4,7 @@ and a run rewrites only its generated block of docs/BENCHMARKS.md."""
 
 from __future__ import annotations
 
-from bench import run
+from bench import report as bench_report
 from bench.plugins import family
 from bench.stats import Latency, percentile
 
@@ -21,12 +21,12 @@ def test_percentiles_are_nearest_rank():
 
 def test_a_run_replaces_only_its_block(tmp_path):
     doc = tmp_path / "BENCHMARKS.md"
-    report = run.Report(run.QUICK, rows=[run.Row("Reference", "p50 1 ms")], notes=["Date: then."])
-    run.write(report, doc)
+    report = bench_report.Report(bench_report.QUICK, rows=[bench_report.Row("Reference", "p50 1 ms")], notes=["Date: then."])
+    bench_report.write(report, doc)
     doc.write_text("# Benchmarks\n\nWhat we changed.\n\n" + doc.read_text().split("\n\n", 1)[1] + "\nAfter.\n")
-    report.rows = [run.Row("Reference", "p50 2 ms", target="≤ 1", met=False)]
-    run.write(report, doc)
+    report.rows = [bench_report.Row("Reference", "p50 2 ms", target="≤ 1", met=False)]
+    bench_report.write(report, doc)
     text = doc.read_text()
     assert "What we changed." in text and text.rstrip().endswith("After.")
     assert "p50 2 ms" in text and "p50 1 ms" not in text and "**no**" in text
-    assert text.count(run.BEGIN) == 1 and text.count(run.END) == 1
+    assert text.count(bench_report.BEGIN) == 1 and text.count(bench_report.END) == 1
