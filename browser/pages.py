@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from browser.line import PageLine, Turn
 from browser.tabs import url_of
 from core import events, metrics
 from core.errors import (
@@ -107,7 +108,9 @@ PAGE_CRASHED = "page_crashed"  # a `reopened` cause besides the browser's (brows
 class ManagedPage:
     name: str
     tab: Page | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The page's one line: who holds it, and the plain calls and queued jobs
+    # that wait for it, in order (browser/line.py).
+    lock: PageLine = field(default_factory=PageLine)
     job_id: str | None = None
     lease: Lease | None = None
     waiting: int = 0
@@ -263,14 +266,42 @@ class ManagedPage:
         self.check_lease(lease_id)
         if self.job_id:
             raise PageBusy(f"Page {self.name} already runs job {self.job_id}.", self.name)
-        if self.lock.locked() or self.waiting:
+        if not self.lock.take_now():
             raise PageBusy(f"Page {self.name} is not idle: a call is running on it.", self.name)
-        # An unlocked lock with no waiters is taken without suspending, so no
-        # other caller can slip in between the check above and this line.
-        await self.lock.acquire()
         claim = self._claim(lease_id, job_id)
         self.job_id = job_id
         return claim
+
+    def join_queue(self, lease_id: str | None, job_id: str, priority: int) -> Turn:
+        """A queued job's place in the page's line, taken now. A lease it
+        waits under stays alive meanwhile, as under a running call."""
+        lease = self.check_lease(lease_id)
+        if lease is not None:
+            lease.active_calls += 1
+        turn = self.lock.join(priority=priority, job_id=job_id)
+        turn.lease = lease
+        return turn
+
+    def leave_queue(self, turn: Turn) -> None:
+        """The queued job gives its place up (its time ran out, a cancel, a
+        stop); a page handed to it just now goes to the next in line."""
+        self._lease_done_waiting(turn)
+        self.lock.leave(turn)
+
+    def claim_turn(self, turn: Turn, lease_id: str | None) -> Claim:
+        """The queued job's claim, once the page was handed to it; refused
+        (and the page passed on) when its lease is gone or the page closed."""
+        self._lease_done_waiting(turn)
+        claim = self._claim(lease_id, turn.job_id)
+        self.job_id = turn.job_id
+        return claim
+
+    def _lease_done_waiting(self, turn: Turn) -> None:
+        lease, turn.lease = turn.lease, None
+        if lease is not None:
+            lease.active_calls -= 1
+            if lease.active_calls == 0:
+                lease.expires_at = time.monotonic() + lease.ttl
 
     def _claim(self, lease_id: str | None, job_id: str | None = None) -> Claim:
         # The page may have been closed or leased while this caller waited.

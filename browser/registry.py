@@ -135,7 +135,7 @@ class PageRegistry:
         if page_id == MAIN_PAGE:
             raise PageStaysOpen("Page main is the worker's default page and stays open.", page_id)
         page.check_lease(lease_id)
-        if page.opening or page.busy or page.waiting:
+        if page.opening or page.busy or page.waiting or len(page.lock):
             raise page._busy_error()
         page.closed = True
         del self.pages[page_id]

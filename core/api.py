@@ -41,8 +41,10 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
     errors.JobNotCancellable: 409,
     errors.JobStillRunning: 409,
     errors.KeyInFlight: 409,
+    errors.QueueTimedOut: 409,
     errors.KeyReused: 422,
     errors.LeaseRequired: 423,
+    errors.QueueFull: 429,
     errors.Cancelled: 499,  # nginx's "client closed request", as the request log uses it
     errors.ActionFailed: 500,
     errors.TabLost: 502,

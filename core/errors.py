@@ -112,6 +112,18 @@ class JobStillRunning(DomainError):
     """A running job cannot be forgotten."""
 
 
+class QueueFull(DomainError):
+    """QUEUE_MAX jobs wait for the page already; `retry_after_s` estimates when there is room."""
+
+    def __init__(self, message: str, page_id: str | None = None, *, retry_after_s: int = 1):
+        super().__init__(message, page_id)
+        self.retry_after_s = retry_after_s
+
+
+class QueueTimedOut(DomainError):
+    """A queued job's wait for its page ran out (X-Queue-Timeout)."""
+
+
 class KeyInFlight(DomainError):
     """A start with the same Idempotency-Key is being stored now."""
 

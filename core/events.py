@@ -39,6 +39,7 @@ MESSAGE_TYPE = "bus.event"
 class Event(enum.StrEnum):
     """Every kind of event the bus carries; its value is the name clients see."""
 
+    JOB_QUEUED = "job.queued"
     JOB_STARTED = "job.started"
     JOB_PROGRESS = "job.progress"
     JOB_ENDED = "job.ended"

@@ -34,7 +34,7 @@ from rest_framework.renderers import JSONRenderer
 from core.api import ApiError, internal_error, refusal
 from core.auth import KEY_REQUIRED, BearerKey, HasKey
 from core.envelope import error_response, json_response, read_json_object
-from core.errors import DomainError
+from core.errors import DomainError, QueueFull
 from core.seams import InlineDispatch
 
 log = logging.getLogger("penelope.api")
@@ -137,6 +137,8 @@ def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     response = error_response(error)
     if allow is not None:
         response["Allow"] = allow
+    if isinstance(exc, QueueFull):
+        response["Retry-After"] = str(exc.retry_after_s)
     return response
 
 

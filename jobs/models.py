@@ -12,12 +12,21 @@ class JobQuerySet(models.QuerySet):
     def running(self) -> JobQuerySet:
         return self.filter(state=Job.State.RUNNING)
 
+    def live(self) -> JobQuerySet:
+        """Not ended: queued or running."""
+        return self.filter(state__in=Job.LIVE_STATES)
+
+    def queued(self) -> JobQuerySet:
+        """Waiting for their page, in the order they take it: highest priority
+        first, then arrival."""
+        return self.filter(state=Job.State.QUEUED).order_by("-priority", "enqueued_at", "id")
+
     def ended(self) -> JobQuerySet:
-        return self.exclude(state=Job.State.RUNNING)
+        return self.exclude(state__in=Job.LIVE_STATES)
 
     def held(self, now: float) -> JobQuerySet:
-        """Jobs that count against MAX_JOBS: running, or holding a live result."""
-        return self.filter(Q(state=Job.State.RUNNING) | Q(expires_at__gt=now))
+        """Jobs that count against MAX_JOBS: queued, running, or holding a live result."""
+        return self.filter(Q(state__in=Job.LIVE_STATES) | Q(expires_at__gt=now))
 
     def expired(self, now: float) -> JobQuerySet:
         """Ended jobs past their deadline: nothing may read or deliver them."""
@@ -94,10 +103,15 @@ class Job(models.Model):
     """
 
     class State(models.TextChoices):
+        QUEUED = "queued"
         RUNNING = "running"
         DONE = "done"
         INTERRUPTED = "interrupted"
         CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out"
+
+    # Not ended: waiting for the page, or on it.
+    LIVE_STATES = (State.QUEUED, State.RUNNING)
 
     class Mode(models.TextChoices):
         POLL = "poll"
@@ -132,6 +146,13 @@ class Job(models.Model):
     # The plugin's last progress report, stored with the end (while the job
     # runs it is kept in the worker's memory).
     progress = models.JSONField(null=True, blank=True)
+    # A queued job (X-Queue-Timeout): its priority (X-Priority), when it was
+    # accepted, when its wait for the page runs out, and whether it waits
+    # under a lease (a restart drops leases: it then ends 423).
+    priority = models.SmallIntegerField(default=0)
+    enqueued_at = models.FloatField(null=True, blank=True)
+    queue_deadline = models.FloatField(null=True, blank=True)
+    under_lease = models.BooleanField(default=False)
     # An idempotent start's key, and a digest of the request it came with.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     request_digest = models.CharField(max_length=64, null=True, blank=True)
@@ -148,12 +169,12 @@ class Job(models.Model):
 
     @property
     def ended(self) -> bool:
-        return self.state != self.State.RUNNING
+        return self.state not in self.LIVE_STATES
 
     # --- transitions ---------------------------------------------------------------
 
     @classmethod
-    def start(cls, **fields) -> Job:
+    def start(cls, *, state: str = State.RUNNING, **fields) -> Job:
         """A new job, running: an INSERT, which fails rather than overwrite a
         job of the same id.
 
@@ -161,7 +182,7 @@ class Job(models.Model):
         column), without what `save()` does around it for a model that has
         no parents, signals or database defaults: about 60 of the 370 µs the
         ORM took on a job start's path (docs/BENCHMARKS.md)."""
-        job = cls(state=cls.State.RUNNING, **fields)
+        job = cls(state=state, **fields)
         cls.objects._insert([job], fields=cls._meta.local_concrete_fields)
         job._state.adding = False  # as `save()` leaves a stored instance
         job._state.db = cls.objects.db
@@ -185,8 +206,12 @@ class Job(models.Model):
         media_tokens: list[str],
         progress: dict | None = None,
     ) -> bool:
-        """running -> done (or interrupted, or cancelled): keep the answer until
-        its deadline and, for a webhook, schedule the first attempt."""
+        """running -> done (or interrupted, or cancelled), or queued -> ended
+        without running (timed out, cancelled, refused): keep the answer until
+        its deadline and, for a webhook, schedule the first attempt. The row
+        must still be in the state this instance holds."""
+        if self.state not in self.LIVE_STATES:
+            return False
         changes: dict = {
             "state": state,
             "status": status,
@@ -200,7 +225,11 @@ class Job(models.Model):
             changes["next_attempt_at"] = finished_at + attempt_offsets()[0]
         else:
             changes["expires_at"] = finished_at + (self.ttl or 0)
-        return self._moved(Q(state=self.State.RUNNING), **changes)
+        return self._moved(Q(state=self.state), **changes)
+
+    def begin(self, *, now: float) -> bool:
+        """queued -> running: the job took its page; it starts now."""
+        return self._moved(Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now)
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:
         """running -> interrupted, ended now: the worker stopped under it."""
@@ -230,8 +259,8 @@ class Job(models.Model):
 
     def forget(self) -> bool:
         """A client is done with the ended job: it is deleted now. False when
-        it is running (or already gone)."""
-        deleted, _ = Job.objects.filter(id=self.id).exclude(state=Job.State.RUNNING).delete()
+        it is queued or running (or already gone)."""
+        deleted, _ = Job.objects.filter(id=self.id).exclude(state__in=Job.LIVE_STATES).delete()
         return bool(deleted)
 
     def record_final(self, *, owner: str) -> bool:

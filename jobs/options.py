@@ -17,6 +17,10 @@ from core.shapes import PLAIN_DECIMAL
 CALLBACK_HEADER = "X-Callback-Url"
 TTL_HEADER = "X-Result-Ttl"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+QUEUE_TIMEOUT_HEADER = "X-Queue-Timeout"
+PRIORITY_HEADER = "X-Priority"
+MAX_QUEUE_TIMEOUT_S = 3600.0
+MAX_PRIORITY = 9
 MAX_CALLBACK_LENGTH = 2048
 MAX_IDEMPOTENCY_KEY = 255
 
@@ -26,6 +30,10 @@ class JobOptions:
     ttl: float | None = None  # polling: seconds the result is held after the end
     callback: str | None = None  # webhook: where the result is POSTed
     idempotency_key: str | None = None  # a repeat of the same start answers the same 202
+    # Queueing (opt-in): how long a start that finds its page busy may wait
+    # for it, and its place among the waiting (higher first).
+    queue_timeout: float | None = None
+    priority: int = 0
 
     @property
     def mode(self) -> str:
@@ -39,13 +47,31 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     ttl = request.headers.get(TTL_HEADER)
     if callback is not None and ttl is not None:
         raise ApiError(400, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
+    queue_timeout = request.headers.get(QUEUE_TIMEOUT_HEADER)
+    priority = request.headers.get(PRIORITY_HEADER)
     if ttl is None and callback is None:
+        if queue_timeout is not None or priority is not None:
+            raise ApiError(
+                400, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
+            )
         return None  # a plain call: Idempotency-Key is not read
     key = request.headers.get(IDEMPOTENCY_HEADER)
-    key = parse_idempotency_key(key) if key is not None else None
+    queueing = {
+        "idempotency_key": parse_idempotency_key(key) if key is not None else None,
+        "queue_timeout": plain_seconds(queue_timeout, most=MAX_QUEUE_TIMEOUT_S, what=QUEUE_TIMEOUT_HEADER)
+        if queue_timeout is not None else None,
+        "priority": parse_priority(priority) if priority is not None else 0,
+    }
     if ttl is not None:
-        return JobOptions(ttl=parse_ttl(ttl), idempotency_key=key)
-    return JobOptions(callback=parse_callback(callback), idempotency_key=key)
+        return JobOptions(ttl=parse_ttl(ttl), **queueing)
+    return JobOptions(callback=parse_callback(callback), **queueing)
+
+
+def parse_priority(raw: str) -> int:
+    value = raw.strip()
+    if len(value) != 1 or not "0" <= value <= str(MAX_PRIORITY):
+        raise ApiError(400, f"{PRIORITY_HEADER} must be a whole number from 0 to {MAX_PRIORITY}.")
+    return int(value)
 
 
 # Printable ASCII, space included (the IETF draft's keys are strings).

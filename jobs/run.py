@@ -42,7 +42,7 @@ class JobRun:
     """A job this worker runs now: what a cancel, a poll and a stop need."""
 
     job: Job
-    claim: Claim
+    claim: Claim | None  # None while the job waits in its page's queue
     task: asyncio.Task | None = None  # the run: the plugin, then the end's store
     plugin: asyncio.Task | None = None
     progress: dict[str, Any] | None = None

@@ -43,20 +43,35 @@ from typing import Any
 from django.conf import settings
 
 from activity.tracker import tracker
+from browser.line import Turn
 from browser.pages import Claim, ManagedPage
+from browser.registry import registry
 from core import events
+from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.errors import JobNotCancellable, KeyInFlight, KeyReused, NoSuchJob
+from core.errors import (
+    ActionFailed,
+    Cancelled,
+    DomainError,
+    JobNotCancellable,
+    KeyInFlight,
+    KeyReused,
+    LeaseRequired,
+    NoSuchJob,
+    PageBusy,
+    QueueTimedOut,
+)
 from core.events import Event
 from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import JobOptions
-from jobs.run import JobRun
-from jobs.selectors import find_held_by_key, find_jobs, find_live_job
-from jobs.services import NO_SUCH_JOB, HeldJobsBound, create_job, forget_job
+from jobs.queueing import JobQueue, wait_turn
+from jobs.run import JobRun, failure, store_end
+from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
+from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
 from jobs.shapes import job_body
 from jobs.waiting import Waiters
-from plugins.framework import Action
+from plugins.framework import Action, find_action
 
 
 class RecentEnds:
@@ -90,6 +105,8 @@ class RecentEnds:
 def request_digest(page_id: str, route: str, params: dict[str, Any], options: JobOptions) -> str:
     """What makes two starts the same request: route, page, parameters and job headers."""
     request = [route, page_id, params, options.ttl, options.callback]
+    if options.queue_timeout is not None or options.priority:
+        request += [options.queue_timeout, options.priority]
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -107,6 +124,7 @@ class JobRunner:
         self.starting: set[str] = set()
         self.recent = RecentEnds(recent_size)
         self.waiters = Waiters()
+        self.queue = JobQueue()
 
     # --- starting ----------------------------------------------------------------------
 
@@ -142,10 +160,17 @@ class JobRunner:
         digest: str | None = None,
     ) -> Job:
         job_id = secrets.token_hex(8)
-        claim = await page.try_acquire(lease_id, job_id)
+        try:
+            claim = await page.try_acquire(lease_id, job_id)
+        except PageBusy:
+            if options.queue_timeout is None:
+                raise
+            self.queue.check_room(page)
+            start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
+        else:
+            start = self._start(job_id, claim, action, params, options, digest)
         # Shielded: a client that leaves now must not cut the start in two (a row
         # stored, its run never started, a job `running` until the next restart).
-        start = self._start(job_id, claim, action, params, options, digest)
         return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
 
     async def _start(
@@ -166,11 +191,72 @@ class JobRunner:
         publish(Event.JOB_STARTED, job)
         return job
 
+    async def _enqueue(
+        self, job_id: str, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions, digest: str | None,
+    ) -> Job:
+        """Store the queued job (JobsFull past MAX_JOBS) and put it in its
+        page's line; it runs when its turn comes."""
+        job = await on_db_thread(create_job)(
+            job_id=job_id, page_id=page.name, plugin=action.route, params=params, options=options,
+            held=self.held, digest=digest, queued=True, under_lease=lease_id is not None,
+        )
+        self._wait_then_run(job, page, action, params, lease_id)
+        return job
+
+    def _wait_then_run(
+        self, job: Job, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None
+    ) -> JobRun:
+        """Take the job's place in its page's line now (so a poll, and the
+        202, know its position), and wait for its turn in a task of its own."""
+        turn = page.join_queue(lease_id, job.id, job.priority)
+        run = self.running[job.id] = JobRun(job=job, claim=None)
+        run.task = spawn(
+            self._queued(run, page, turn, action, params, lease_id), about=f"queued job {job.id} on page {page.name}"
+        )
+        publish(Event.JOB_QUEUED, job)
+        return run
+
+    async def _queued(
+        self, run: JobRun, page: ManagedPage, turn: Turn, action: Action, params: dict[str, Any], lease_id: str | None
+    ) -> None:
+        """A queued job: its wait for the page, then its run; or its end
+        without running (its wait ran out, a cancel, its lease gone)."""
+        try:
+            claim = await wait_turn(run, page, turn, lease_id)
+            if isinstance(claim, DomainError):
+                state = Job.State.CANCELLED if isinstance(claim, Cancelled) else (
+                    Job.State.TIMED_OUT if isinstance(claim, QueueTimedOut) else Job.State.DONE
+                )
+                run.decided = True
+                stored = await store_end(run.job, failure(claim, page.name, time.time(), 0.0), [], state, None)
+            else:
+                run.claim = claim
+                if await on_db_thread(begin_job)(job=run.job, now=time.time()):
+                    publish(Event.JOB_STARTED, run.job)
+                    stored = await self._execute(run, action, params)
+                else:  # no longer queued in the store (an operator's command): its page goes to the next
+                    page.release(claim)
+                    stored = None
+        finally:
+            del self.running[run.job.id]
+        self._ended(stored)
+
+    async def _execute(self, run: JobRun, action: Action, params: dict[str, Any]) -> Job | None:
+        began = time.monotonic()
+        try:
+            return await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+        finally:
+            self.queue.ran(run.job.page_id, time.monotonic() - began)
+
     async def _run(self, run: JobRun, action: Action, params: dict[str, Any]) -> None:
         try:
-            stored = await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+            stored = await self._execute(run, action, params)
         finally:
             del self.running[run.job.id]  # in this task: it is listed for exactly as long as it runs
+        self._ended(stored)
+
+    def _ended(self, stored: Job | None) -> None:
         if stored is None:
             return
         self.recent.add(stored)
@@ -178,6 +264,27 @@ class JobRunner:
         publish(Event.JOB_ENDED, stored)
         if stored.mode == Job.Mode.POLL:
             tracker.touch()  # a polling job stops counting: the idle clock starts now
+
+    async def resume_queued(self) -> None:
+        """After a restart, once the browser is up: the jobs still queued in
+        the store take their places again, in their order, with their own
+        deadlines (time down counts). A page that is not open is opened
+        again; a job that waited under a lease ends 423, as the restart
+        dropped every lease."""
+        for job in await on_db_thread(find_queued)():
+            found = find_action(*job.plugin.split("/", 1)) if "/" in job.plugin else None
+            try:
+                if found is None:
+                    raise ActionFailed(f"No plugin action {job.plugin} after the restart.", job.page_id)
+                if job.under_lease:
+                    raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
+                page = registry.pages.get(job.page_id) or await registry.open(job.page_id)
+                params = found.validate(job.params)
+            except (DomainError, ApiError) as refused:
+                stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
+                self._ended(stored)
+                continue
+            self._wait_then_run(job, page, found, params, None)
 
     # --- reading -----------------------------------------------------------------------
 
@@ -187,6 +294,9 @@ class JobRunner:
         run = self.running.get(job.id)
         if run is not None and not job.ended:
             job.progress = run.progress
+        if job.state == Job.State.QUEUED:
+            page = registry.pages.get(job.page_id)
+            job.queue_position = page.lock.position(job.id) if page is not None else None
         return job
 
     async def poll(self, job_id: str) -> Job:
@@ -266,8 +376,10 @@ class JobRunner:
             assert run.job.id == job_id, f"running[{job_id}] holds job {run.job.id}"
             assert run.task is not None and not run.task.done(), f"job {job_id}'s run has ended but it is still listed"
             if run.stored is None:
-                assert run.job.state == Job.State.RUNNING, f"job {job_id} reads {run.job.state} before its end is stored"
-            if not run.claim.released:
+                assert run.job.state in Job.LIVE_STATES, f"job {job_id} reads {run.job.state} before its end is stored"
+            if run.claim is None:
+                assert run.job.state == Job.State.QUEUED, f"job {job_id} has no page yet but reads {run.job.state}"
+            elif not run.claim.released:
                 assert run.claim.page.job_id == job_id, f"page {run.claim.page.name} does not name job {job_id}"
         for job_id, job in self.recent.jobs.items():
             assert job.ended and job.mode == Job.Mode.POLL, f"recent job {job_id} is {job.state}, {job.mode}"

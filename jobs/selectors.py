@@ -38,8 +38,13 @@ def find_jobs(
 
 
 def counts() -> tuple[int, int]:
-    """(jobs running, webhook jobs waiting for delivery): for the waker."""
-    return Job.objects.running().count(), Job.objects.webhooks_pending().count()
+    """(jobs in flight: queued or running, webhook jobs waiting for delivery): for the waker."""
+    return Job.objects.live().count(), Job.objects.webhooks_pending().count()
+
+
+def find_queued() -> list[Job]:
+    """The queued jobs, in the order they take their pages."""
+    return list(Job.objects.queued())
 
 
 def held_by_state(now: float) -> dict[str, int]:

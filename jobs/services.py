@@ -73,15 +73,17 @@ class HeldJobsBound:
 
 def create_job(
     *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, held: HeldJobsBound,
-    digest: str | None = None,
+    digest: str | None = None, queued: bool = False, under_lease: bool = False,
 ) -> Job:
-    """Insert the running job; JobsFull when MAX_JOBS are held."""
+    """Insert the running job, or the queued one (its page busy, with
+    X-Queue-Timeout); JobsFull when MAX_JOBS are held."""
     if not held.reserve(lambda: count_held(time.time())):
         raise JobsFull(
             f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
             "try again when some have ended and been read or delivered.",
             page_id,
         )
+    now = time.time()
     fields = {
         "id": job_id,
         "page_id": page_id,
@@ -90,10 +92,15 @@ def create_job(
         "mode": options.mode,
         "ttl": options.ttl,
         "callback": options.callback,
-        "started_at": time.time(),
+        "started_at": now,
         "idempotency_key": options.idempotency_key,
         "request_digest": digest,
     }
+    if queued:
+        fields.update(
+            state=Job.State.QUEUED, enqueued_at=now, queue_deadline=now + options.queue_timeout,
+            priority=options.priority, under_lease=under_lease,
+        )
     if options.idempotency_key is None:
         return Job.start(**fields)  # one INSERT, committed on its own
     with transaction.atomic():
@@ -124,6 +131,11 @@ def end_job(
     return job
 
 
+def begin_job(*, job: Job, now: float) -> bool:
+    """A queued job took its page: it runs from now (False: it was no longer queued)."""
+    return job.begin(now=now)
+
+
 def forget_job(*, job_id: str, now: float) -> None:
     """An ended job and its media go now, freeing its MAX_JOBS place and its
     disk; NoSuchJob, or JobStillRunning while it runs. The files are unlinked
@@ -133,7 +145,7 @@ def forget_job(*, job_id: str, now: float) -> None:
         if job is None:
             raise NoSuchJob(NO_SUCH_JOB)
         if not job.forget():
-            raise JobStillRunning(f"Job {job_id} is still running; cancel it first.", job.page_id)
+            raise JobStillRunning(f"Job {job_id} is still {job.state}; cancel it first.", job.page_id)
         DeliveryAttempt.objects.of_job(job.id).delete()  # its history goes with it
         files = media.drop_rows([job.id])
     media.unlink(files)

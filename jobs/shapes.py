@@ -27,6 +27,23 @@ class Progress(serializers.Serializer):
     at = serializers.FloatField(help_text="Epoch seconds of the report.")
 
 
+class QueuePlace(serializers.Serializer):
+    position = serializers.IntegerField(min_value=1, allow_null=True, help_text="Its place in the page's line, from 1 (next).")
+    enqueued_at = serializers.FloatField(help_text="Epoch seconds: when it was accepted.")
+    timeout_at = serializers.FloatField(help_text="Epoch seconds: when its wait runs out (X-Queue-Timeout).")
+
+
+def queue_place(job: Job) -> dict[str, Any] | None:
+    """Where a queued job waits; None for any other."""
+    if job.state != Job.State.QUEUED:
+        return None
+    return {
+        "position": getattr(job, "queue_position", None),
+        "enqueued_at": round(job.enqueued_at, 3),
+        "timeout_at": round(job.queue_deadline, 3),
+    }
+
+
 class JobPoll(PageSuccess):
     """A job as the poll shows it, and as its webhook POSTs it."""
 
@@ -43,6 +60,7 @@ class JobPoll(PageSuccess):
     callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
     delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
     progress = Progress(allow_null=True, help_text="The plugin's last progress report, or null if it made none.")
+    queue = QueuePlace(allow_null=True, help_text="Where a queued job waits (X-Queue-Timeout); null for any other.")
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,10 @@ class JobAt:
     def progress(self) -> dict[str, Any] | None:
         return self.job.progress
 
+    @property
+    def queue(self) -> dict[str, Any] | None:
+        return queue_place(self.job)
+
 
 def job_body(job: Job, now: float) -> dict[str, Any]:
     """The job as a poll (and the webhook) shows it."""
@@ -125,3 +147,7 @@ class JobAccepted(PageSuccess):
     status_url = serializers.CharField(help_text="Where to poll it: /api/v1/jobs/{job_id}.")
     ttl = serializers.FloatField(allow_null=True, help_text="X-Result-Ttl, null for a webhook job.")
     callback = serializers.CharField(allow_null=True, help_text="X-Callback-Url, null for a polling job.")
+    state = serializers.ChoiceField(
+        choices=[Job.State.RUNNING, Job.State.QUEUED], help_text="`queued` when its page was busy and it waits (X-Queue-Timeout)."
+    )
+    queue = QueuePlace(allow_null=True, help_text="Where it waits; null when it runs at once.")

@@ -38,7 +38,7 @@ from jobs.options import (
 from jobs.runner import JobRunner
 from jobs.selectors import LIST_LIMIT, MAX_LIST_LIMIT
 from jobs.services import NO_SUCH_JOB
-from jobs.shapes import JobAccepted, JobAt, JobList, JobPoll
+from jobs.shapes import JobAccepted, JobAt, JobList, JobPoll, queue_place
 from jobs.waiting import MAX_WAIT_S
 from plugins.framework import Action
 
@@ -321,6 +321,7 @@ class JobStart:
         self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
     ) -> HttpResponse:
         job = await self.runner.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
+        job = self.runner.shown(job)
         accepted = {
             "success": True,
             "page_id": job.page_id,
@@ -328,6 +329,8 @@ class JobStart:
             "status_url": f"{self.jobs_url}/{job.id}",
             "ttl": job.ttl,
             "callback": job.callback,
+            "state": Job.State.QUEUED if job.state == Job.State.QUEUED else Job.State.RUNNING,
+            "queue": queue_place(job),
         }
         return answer(JobAccepted, accepted, 202)
 

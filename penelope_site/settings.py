@@ -99,6 +99,8 @@ MAX_PAGES = env_int("MAX_PAGES", 8)
 # `idle_timeout_s`, set per persona by `waker export-kubernetes`.
 IDLE_TIMEOUT_S = env_float("IDLE_TIMEOUT_S", 60)
 MAX_JOBS = env_int("MAX_JOBS", 1000)
+# Jobs that may wait in one page's queue (X-Queue-Timeout); one more answers 429.
+QUEUE_MAX = env_int("QUEUE_MAX", 100)
 MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)

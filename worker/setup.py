@@ -72,6 +72,8 @@ def build_runtime() -> Runtime:
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
     runtime.services.append(deliverer.follow_bus)
+    # Jobs a restart left queued wait for their pages again, once the browser is up.
+    runtime.services.append(job_runner.resume_queued)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_runner.stop)
     # The request log, media orphans, the memory purge.
