@@ -1,0 +1,178 @@
+"""Jobs that wait for a busy page (X-Queue-Timeout), against a real worker,
+a real browser and a real webhook receiver."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.receiver import Receiver
+from harness.worker import WorkerProcess, wait_until
+from tests.conftest import worker_env
+from tests.test_jobs import job_ids
+
+ENV = {"QUEUE_MAX": "3", "WEBHOOK_ATTEMPTS_S": "0", "WEBHOOK_TIMEOUT_S": "2", "CANCEL_GRACE_S": "0.5"}
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(**ENV)).start()
+    yield running
+    running.stop()
+
+
+def start(api, seconds: float, *, tag: str = "q", page: str = "main", ttl: float = 60, **headers: str):
+    sent = {"X-Result-Ttl": str(ttl), **{name.replace("_", "-"): value for name, value in headers.items()}}
+    return api.post(f"/{page}/plugin/testing/sleep", json={"seconds": seconds, "tag": tag}, headers=sent)
+
+
+def accepted(response) -> dict:
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def poll(api, job_id: str) -> dict:
+    return api.get(f"/jobs/{job_id}").json()
+
+
+def ended(api, job_id: str) -> dict:
+    return wait_until(
+        lambda: (body := poll(api, job_id)) and body["state"] not in ("queued", "running") and body,
+        what=f"job {job_id} to end",
+    )
+
+
+def holding(api, seconds: float = 30) -> str:
+    """A job that holds page main until it is cancelled."""
+    job = accepted(start(api, seconds, tag="holder"))
+    assert job["state"] == "running" and job["queue"] is None
+    return job["job_id"]
+
+
+def release(api, job_id: str) -> None:
+    assert api.post(f"/jobs/{job_id}/cancel").status_code == 200
+
+
+def test_a_busy_page_queues_a_job_that_asks_and_runs_it_when_the_page_frees(api):
+    holder = holding(api)
+    assert start(api, 0).status_code == 409  # without the header: as the guide says
+    first = accepted(start(api, 0, tag="first", X_Queue_Timeout="30"))
+    second = accepted(start(api, 0, tag="second", X_Queue_Timeout="30"))
+    assert first["state"] == second["state"] == "queued"
+    assert (first["queue"]["position"], second["queue"]["position"]) == (1, 2)
+    assert first["queue"]["timeout_at"] == pytest.approx(first["queue"]["enqueued_at"] + 30, abs=0.01)
+    polled = poll(api, second["job_id"])
+    assert polled["state"] == "queued" and polled["queue"]["position"] == 2 and polled["result"] is None
+    listed = api.get("/jobs", params={"state": "queued"}).json()["jobs"]
+    assert {job["job_id"] for job in listed} == {first["job_id"], second["job_id"]}
+    release(api, holder)
+    done = [ended(api, job["job_id"]) for job in (first, second)]
+    assert [job["result"]["tag"] for job in done] == ["first", "second"]
+    assert done[0]["result"]["ended"] <= done[1]["result"]["started"]  # one after the other, in order
+    assert all(job["queue"] is None and job["status"] == 200 for job in done)
+
+
+def test_a_higher_priority_goes_first_and_equal_ones_keep_their_order(api):
+    holder = holding(api)
+    low = accepted(start(api, 0, tag="low", X_Queue_Timeout="30"))
+    high = accepted(start(api, 0, tag="high", X_Queue_Timeout="30", X_Priority="5"))
+    also_high = accepted(start(api, 0, tag="also-high", X_Queue_Timeout="30", X_Priority="5"))
+    assert [poll(api, job["job_id"])["queue"]["position"] for job in (high, also_high, low)] == [1, 2, 3]
+    release(api, holder)
+    order = sorted((ended(api, job["job_id"])["result"] for job in (low, high, also_high)), key=lambda r: r["started"])
+    assert [result["tag"] for result in order] == ["high", "also-high", "low"]
+
+
+def test_a_queued_job_that_waits_too_long_ends_timed_out(api):
+    holder = holding(api)
+    job = accepted(start(api, 0, X_Queue_Timeout="0.5"))
+    body = ended(api, job["job_id"])
+    assert (body["state"], body["status"]) == ("timed_out", 409)
+    assert body["result"] == {
+        "success": False, "error": "Page main stayed busy: the job waited 0.5 s in its queue.", "page_id": "main",
+    }
+    assert body["expires_in"] > 50  # held its ttl from its end, like any ended job
+    release(api, holder)
+
+
+def test_a_timed_out_job_is_delivered_by_webhook(api):
+    holder = holding(api)
+    with Receiver() as receiver:
+        response = api.post(
+            "/main/plugin/testing/sleep", json={"seconds": 0, "tag": "hook"},
+            headers={"X-Callback-Url": receiver.url + "/200/queued", "X-Queue-Timeout": "0.3"},
+        )
+        assert accepted(response)["state"] == "queued"
+        hit = wait_until(lambda: receiver.received("/200/queued"), what="the timed-out job's webhook")[0]
+    body = json.loads(hit.body)
+    assert body["state"] == "timed_out" and body["status"] == 409
+    release(api, holder)
+
+
+def test_cancel_of_a_queued_job_ends_it_without_running(api):
+    holder = holding(api)
+    job = accepted(start(api, 0, tag="never", X_Queue_Timeout="30"))
+    assert api.delete(f"/jobs/{job['job_id']}").status_code == 409  # forget: not while queued
+    cancelled = api.post(f"/jobs/{job['job_id']}/cancel")
+    assert cancelled.status_code == 200
+    body = cancelled.json()
+    assert (body["state"], body["status"], body["result"]["error"]) == ("cancelled", 499, "job cancelled by a client")
+    assert poll(api, holder)["state"] == "running"  # the page was never the queued job's
+    release(api, holder)
+
+
+def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(api):
+    holder = holding(api)
+    queued = [accepted(start(api, 0, X_Queue_Timeout="30")) for _ in range(3)]
+    before = job_ids(api)
+    refused = start(api, 0, X_Queue_Timeout="30")
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["success"] is False and "QUEUE_MAX" in refused.json()["error"]
+    assert job_ids(api) == before
+    release(api, holder)
+    for job in queued:
+        assert ended(api, job["job_id"])["state"] == "done"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Queue-Timeout": "0"}, {"X-Queue-Timeout": "3601"}, {"X-Queue-Timeout": "soon"},
+        {"X-Queue-Timeout": "5", "X-Priority": "10"}, {"X-Queue-Timeout": "5", "X-Priority": "-1"},
+        {"X-Queue-Timeout": "5", "X-Priority": "high"},
+    ],
+)
+def test_bad_queue_headers_answer_400_and_start_nothing(api, headers):
+    before = job_ids(api)
+    response = api.post("/main/plugin/testing/sleep", json={"seconds": 0}, headers={"X-Result-Ttl": "60", **headers})
+    assert response.status_code == 400 and response.json()["success"] is False
+    assert job_ids(api) == before
+
+
+def test_queue_headers_on_a_plain_call_answer_400(api):
+    response = api.post("/main/plugin/testing/sleep", json={"seconds": 0}, headers={"X-Queue-Timeout": "5"})
+    assert response.status_code == 400 and "X-Result-Ttl" in response.json()["error"]
+
+
+def test_queued_jobs_survive_a_restart_in_order(make_worker):
+    worker: WorkerProcess = make_worker(env=ENV)
+    with worker.client() as api:
+        holder = holding(api, seconds=600)
+        waiting = [accepted(start(api, 0, tag=f"after-{n}", X_Queue_Timeout="120"))["job_id"] for n in range(2)]
+        doomed = accepted(start(api, 0, tag="doomed", X_Queue_Timeout="1"))["job_id"]
+        # A queued job under a lease, on a page of its own.
+        assert api.post("/pages", json={"page_id": "leased"}).status_code == 201
+        lease = api.post("/leased/lease", json={"ttl": 60}).json()["lease"]
+        accepted(start(api, 600, page="leased", tag="leased-holder", X_Lease=lease))
+        under_lease = accepted(start(api, 0, page="leased", X_Lease=lease, X_Queue_Timeout="120"))["job_id"]
+    worker.stop()
+    worker.start()
+    with worker.client() as api:
+        assert poll(api, holder)["state"] == "interrupted"  # it ran: interrupted, as the guide says
+        results = [ended(api, job_id) for job_id in waiting]
+        assert [body["result"]["tag"] for body in results] == ["after-0", "after-1"]
+        assert results[0]["result"]["ended"] <= results[1]["result"]["started"]
+        assert ended(api, doomed)["state"] == "timed_out"  # its deadline passed while the worker was down
+        lost = ended(api, under_lease)
+        assert lost["status"] == 423 and "lease" in lost["result"]["error"]
