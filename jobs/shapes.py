@@ -60,7 +60,16 @@ class JobPoll(PageSuccess):
     callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
     delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
     progress = Progress(allow_null=True, help_text="The plugin's last progress report, or null if it made none.")
-    queue = QueuePlace(allow_null=True, help_text="Where a queued job waits (X-Queue-Timeout); null for any other.")
+    queue = QueuePlace(
+        allow_null=True, required=False,
+        help_text="Only for a job started with X-Queue-Timeout: where it waits while queued, then null.",
+    )
+
+    def to_representation(self, instance: JobAt) -> dict[str, Any]:
+        shown = super().to_representation(instance)
+        if instance.job.queue_deadline is None:
+            del shown["queue"]  # a job started without X-Queue-Timeout answers as the guide shows it
+        return shown
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,15 @@ class JobAccepted(PageSuccess):
     ttl = serializers.FloatField(allow_null=True, help_text="X-Result-Ttl, null for a webhook job.")
     callback = serializers.CharField(allow_null=True, help_text="X-Callback-Url, null for a polling job.")
     state = serializers.ChoiceField(
-        choices=[Job.State.RUNNING, Job.State.QUEUED], help_text="`queued` when its page was busy and it waits (X-Queue-Timeout)."
+        choices=[Job.State.RUNNING, Job.State.QUEUED], required=False,
+        help_text="Only with X-Queue-Timeout: `queued` when its page was busy and it waits, else `running`.",
     )
-    queue = QueuePlace(allow_null=True, help_text="Where it waits; null when it runs at once.")
+    queue = QueuePlace(
+        allow_null=True, required=False, help_text="Only with X-Queue-Timeout: where it waits; null when it runs at once."
+    )
+
+    def to_representation(self, accepted: dict[str, Any]) -> dict[str, Any]:
+        shown = super().to_representation(accepted)
+        if "queue" not in accepted:
+            shown.pop("queue", None)  # a start without X-Queue-Timeout answers as the guide shows it
+        return shown

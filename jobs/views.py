@@ -329,9 +329,10 @@ class JobStart:
             "status_url": f"{self.jobs_url}/{job.id}",
             "ttl": job.ttl,
             "callback": job.callback,
-            "state": Job.State.QUEUED if job.state == Job.State.QUEUED else Job.State.RUNNING,
-            "queue": queue_place(job),
         }
+        if options.queue_timeout is not None:
+            accepted["state"] = Job.State.QUEUED if job.state == Job.State.QUEUED else Job.State.RUNNING
+            accepted["queue"] = queue_place(job)
         return answer(JobAccepted, accepted, 202)
 
     def describe(self) -> dict[str, Any]:

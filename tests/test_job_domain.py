@@ -144,7 +144,7 @@ def test_counts_for_the_waker_and_the_metrics():
     running, done, hooked = start(60), end(start(61)), end(start(62, options=webhook()))
     assert selectors.counts() == (1, 1)
     held = selectors.held_by_state(time.time())
-    assert held == {"running": 1, "done": 2, "interrupted": 0, "cancelled": 0}
+    assert held == {"queued": 0, "running": 1, "done": 2, "interrupted": 0, "cancelled": 0, "timed_out": 0}
     assert running.id and done.id and hooked.id
 
 

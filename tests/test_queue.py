@@ -45,8 +45,8 @@ def ended(api, job_id: str) -> dict:
 
 def holding(api, seconds: float = 30) -> str:
     """A job that holds page main until it is cancelled."""
-    job = accepted(start(api, seconds, tag="holder"))
-    assert job["state"] == "running" and job["queue"] is None
+    job = accepted(start(api, seconds, tag="holder", X_Queue_Timeout="5"))
+    assert job["state"] == "running" and job["queue"] is None  # the page was free: it runs at once
     return job["job_id"]
 
 
@@ -71,6 +71,10 @@ def test_a_busy_page_queues_a_job_that_asks_and_runs_it_when_the_page_frees(api)
     assert [job["result"]["tag"] for job in done] == ["first", "second"]
     assert done[0]["result"]["ended"] <= done[1]["result"]["started"]  # one after the other, in order
     assert all(job["queue"] is None and job["status"] == 200 for job in done)
+    # A start without the header answers, and polls, exactly as the guide shows.
+    plain = accepted(start(api, 0))
+    assert "state" not in plain and "queue" not in plain
+    assert "queue" not in ended(api, plain["job_id"])
 
 
 def test_a_higher_priority_goes_first_and_equal_ones_keep_their_order(api):
