@@ -1,4 +1,5 @@
-"""Request bodies bounded before they are buffered, for the worker and the waker.
+"""Requests bounded before they are buffered, for the worker and the waker:
+their bodies, and their request line and headers.
 
 Twisted reads a request's whole body (into memory, or a temporary file past
 100 KB) before daphne hands the request to Django, so Django's
@@ -10,9 +11,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE) is checked as the body arrives: a declared
 413 with the envelope at once, and the connection is closed without reading
 further. So a request costs at most MAX_BODY_BYTES, with or without the key.
 
-This module says what the refusal answers; how it is hooked into daphne and
-Twisted is a framework seam (core/seams.py, `bound_request_bodies`).
-`tests/test_bounds.py` checks the bound on a real worker.
+The request line and the headers together are bounded by MAX_HEAD_BYTES
+(Twisted's own figure, 16 KiB, counted as Twisted counts it: the lines
+without their line ends). Past it, where Twisted answered a bare 400 or
+closed the connection without a word, the answer is 414 with the envelope,
+naming the bound and saying to send the parameters as a POST body (a long
+GET query string is what passes it); the connection is then closed.
+
+This module says what the refusals answer; how they are hooked into daphne
+and Twisted are framework seams (core/seams.py, `bound_request_bodies` and
+`bound_request_heads`). `tests/test_bounds.py` and `tests/test_head_bound.py`
+check the bounds on a real worker and waker.
 """
 
 from __future__ import annotations
@@ -24,27 +33,52 @@ from collections.abc import Callable
 from django.conf import settings
 
 from core.api import error_body
-from core.seams import bound_request_bodies
+from core.seams import bound_request_bodies, bound_request_heads
 
 log = logging.getLogger("penelope.serving")
 
+# The most bytes a request's line and headers may take together (without
+# their line ends); docs/reference/API.md and the OpenAPI document state it.
+MAX_HEAD_BYTES = 16384
+
+
+def head_refusal_sentence(server_name: str) -> str:
+    return (
+        f"The request line and headers are longer than the {server_name} accepts ({MAX_HEAD_BYTES} bytes "
+        "together); send the parameters as a POST body."
+    )
+
+
+def envelope_answer(status_line: bytes, message: str, page_id: str | None) -> bytes:
+    """A whole HTTP/1.1 answer with the error envelope, closing the connection."""
+    body = json.dumps(error_body(message, page_id), separators=(",", ":")).encode()
+    return (
+        b"HTTP/1.1 " + status_line + b"\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+        b"X-Frame-Options: DENY\r\n"  # as every API answer has it (core/rest.py)
+        b"Connection: close\r\n\r\n" + body
+    )
+
 
 def install(server_name: str, page_of: Callable[[str], str | None] | None = None) -> None:
-    """Make daphne refuse a body past MAX_BODY_BYTES as it arrives (before the
-    server runs). `server_name` ("worker" or "waker") is said in the sentence;
+    """Make daphne refuse a body past MAX_BODY_BYTES as it arrives, and a
+    request line and headers past MAX_HEAD_BYTES (before the server runs).
+    `server_name` ("worker" or "waker") is said in the sentences;
     `page_of(path)` gives the envelope's page_id, as the view would have."""
+
+    def page(path: str) -> str | None:
+        return page_of(path) if page_of is not None else None
 
     def refusal(method: str, path: str, what: str) -> bytes:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         message = f"The request body is larger than the {server_name} accepts (MAX_BODY_BYTES, {limit} bytes)."
-        page_id = page_of(path) if page_of is not None else None
-        body = json.dumps(error_body(message, page_id), separators=(",", ":")).encode()
         log.info("refused a request body past MAX_BODY_BYTES (%s): %s %s", what, method, path[:200])
-        return (
-            b"HTTP/1.1 413 Request Entity Too Large\r\n"
-            b"Content-Type: application/json\r\n"
-            b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-            b"Connection: close\r\n\r\n" + body
-        )
+        return envelope_answer(b"413 Request Entity Too Large", message, page(path))
+
+    def head_refusal(method: str, path: str) -> bytes:
+        log.info("refused a request line and headers past %d bytes: %s %s", MAX_HEAD_BYTES, method[:20], path[:200])
+        return envelope_answer(b"414 URI Too Long", head_refusal_sentence(server_name), page(path))
 
     bound_request_bodies(refusal)
+    bound_request_heads(MAX_HEAD_BYTES, head_refusal)

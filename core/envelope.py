@@ -18,18 +18,22 @@ from rest_framework.renderers import JSONRenderer
 from core.api import ApiError
 from core.auth import REALM
 
+# JSON's whitespace (RFC 8259): what may surround a value, and all an empty body holds.
+JSON_WHITESPACE = b" \t\n\r"
+
 
 def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[str, Any]:
     """The request's body as a JSON object, whatever its Content-Type: empty
-    is `{}`, malformed JSON 422, anything but an object 400, past
-    DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`, "worker"
-    or "waker")."""
+    (no bytes, or JSON's whitespace only: `-d $'\\n'` is no parameters) is
+    `{}`, anything else that is not JSON 422, anything but an object 400,
+    past DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`,
+    "worker" or "waker")."""
     try:
         # Django's `body` enforces the size limit, with or without a Content-Length.
         raw = request.body
     except RequestDataTooBig:
         raise ApiError(413, f"The request body is larger than the {server} accepts.") from None
-    if not raw.strip():
+    if not raw.strip(JSON_WHITESPACE):
         return {}
     try:
         data = json.loads(raw)

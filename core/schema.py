@@ -17,6 +17,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
+from core.bounded_http import MAX_HEAD_BYTES
 from core.rest import ApiView, answer
 from core.shapes import ErrorEnvelope
 
@@ -42,7 +43,11 @@ ERROR_MEANINGS = {
     408: "The action ran past its time limit, or a Playwright timeout fired inside it.",
     409: "The page is busy or runs a job.",
     413: "The body is larger than MAX_BODY_BYTES.",
-    422: "The body is not valid JSON.",
+    414: (
+        f"The request line and headers are longer than the worker accepts ({MAX_HEAD_BYTES} bytes together): "
+        "send the parameters as a POST body."
+    ),
+    422: "The body is not valid JSON (an empty body, or one of JSON's whitespace only, is `{}`).",
     423: "The page is leased and the request does not carry its lease, or the lease is unknown or expired.",
     500: "An unexpected error in the worker or the action; the details are in the worker's log.",
     502: "The browser failed the step (a navigation error, a crashed tab).",
@@ -75,10 +80,11 @@ def responses(
     public: bool = False,
 ) -> dict[Any, Any]:
     """An operation's answers: its successes as given, and the envelope for each
-    error status (401 too unless the route is public), described by `errors`'
-    sentences where it has them."""
+    error status (401 too unless the route is public, 414 always), described
+    by `errors`' sentences where it has them."""
     described = dict(errors) if isinstance(errors, Mapping) else {}
     statuses = set(described) | set(errors)
+    statuses.add(414)  # any request: its line and headers are bounded before a view sees it (core/bounded_http.py)
     if not public:
         statuses.add(401)
     result: dict[Any, Any] = dict(answers)

@@ -74,6 +74,18 @@ Twisted 26.10.0, asgiref 3.13.0.
    before (core/bounded_http.py); tests/test_bounds.py checks the bound on a
    real worker.
 
+7. `bound_request_heads` replaces the protocol daphne's `HTTPFactory` builds
+   for each connection (`protocol`, which Twisted 26.10.0's
+   `twisted.web.http.HTTPFactory.buildProtocol` calls: it wraps an
+   `HTTPChannel` in `_GenericHTTPChannelProtocol`) with the same wrapper
+   around a subclass of `HTTPChannel` overriding `lineReceived` (where
+   Twisted counts the request line and headers against `totalHeadersSize`
+   and answers a bare 400 past it) and `LineReceiver.lineLengthExceeded`
+   (a line past `MAX_LENGTH`, where Twisted closes the connection without
+   a word). No speed gain: it buys behaviour (every request line or header
+   past the bound answers 414 with the envelope, as docs/reference/API.md
+   says), checked by tests/test_head_bound.py on a real worker and waker.
+
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
 dispatch read that property, and piece 4 replaced both, so it never ran:
@@ -278,3 +290,51 @@ def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
 
     http_protocol.WebRequest = BoundedRequest
     return BoundedRequest
+
+
+# --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
+
+
+def bound_request_heads(limit: int, refusal: Callable[[str, str], bytes]) -> type:
+    """Make daphne read every HTTP/1.1 connection with a subclass of Twisted's
+    HTTPChannel that, when a request's line and headers pass `limit` bytes
+    (one line, or all of them together, counted as Twisted counts them:
+    without their line ends), writes `refusal(method, path)` (the whole
+    answer) and closes the connection, where Twisted would answer a bare 400
+    or close without a word. Call it before the server runs; answers the
+    class. daphne is imported here, not at the top, as for
+    `bound_request_bodies`."""
+    from daphne import http_protocol
+    from twisted.web import http
+
+    class BoundedChannel(http.HTTPChannel):
+        MAX_LENGTH = limit  # one line (LineReceiver)
+        totalHeadersSize = limit  # the request line and the headers together (HTTPChannel)
+
+        def lineReceived(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
+            # Twisted's own check, made first: past it Twisted answers a bare 400.
+            if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+                self._refuse_head(line)
+                return None
+            return super().lineReceived(line)
+
+        def lineLengthExceeded(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
+            self._refuse_head(line)
+
+        def _refuse_head(self, received: bytes) -> None:
+            # The request line as the channel parsed it, when the line past the
+            # bound is a header; else what arrived of the request line itself.
+            method, target = getattr(self, "_command", None), getattr(self, "_path", None)
+            if method is None or target is None:
+                first = received.split(b"\r\n", 1)[0]
+                method, _, rest = first.partition(b" ")
+                target = rest.split(b" ", 1)[0]
+            path = target.decode("latin-1").split("?", 1)[0]
+            self.transport.write(refusal(method.decode("latin-1"), path))
+            self.loseConnection()  # as Twisted's own refusal does: nothing more is read
+
+    def protocol(factory: http.HTTPFactory) -> http._GenericHTTPChannelProtocol:
+        return http._GenericHTTPChannelProtocol(BoundedChannel())
+
+    http_protocol.HTTPFactory.protocol = protocol
+    return BoundedChannel

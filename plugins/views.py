@@ -18,6 +18,7 @@ from browser.pages import ManagedPage, validate_page_id
 from browser.registry import registry
 from browser.schema import PAGE_ID
 from core.api import ApiError
+from core.bounded_http import MAX_HEAD_BYTES
 from core.rest import ApiView, answer, represent
 from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
 from core.shapes import ErrorEnvelope, PageSuccess
@@ -98,11 +99,16 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
         parameters.append(
             OpenApiParameter(
                 "parameters",
-                {"type": "object", "additionalProperties": {"type": "string"}},
+                {"type": "object", "additionalProperties": {"type": "string", "maxLength": MAX_HEAD_BYTES}},
                 OpenApiParameter.QUERY,
                 style="form",
                 explode=True,
-                description="The action's parameters, one query parameter each, converted as the action declares.",
+                description=(
+                    "The action's parameters, one query parameter each, converted as the action declares. The "
+                    f"request line and headers together are at most {MAX_HEAD_BYTES} bytes (longer answers 414), so "
+                    "a value sent here is at most that, whatever the action's own maximum: send long values as a "
+                    "POST body."
+                ),
             )
         )
     errors = {

@@ -379,6 +379,88 @@ def test_a_body_within_the_bound_is_read_on(bounded):
     assert refusals == [] and transport.value() == b"" and not transport.disconnecting
 
 
+# --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
+
+HEAD_LIMIT = 16384
+
+
+@pytest.fixture
+def daphne_factory(monkeypatch):
+    """daphne's own factory on a Twisted clock, its protocol put back after the test."""
+    from daphne import http_protocol
+    from twisted.internet.task import Clock
+    from twisted.web import http
+
+    monkeypatch.setattr(http_protocol.HTTPFactory, "protocol", http_protocol.HTTPFactory.protocol)
+    server_factory = http_protocol.HTTPFactory.__new__(http_protocol.HTTPFactory)
+    http.HTTPFactory.__init__(server_factory, reactor=Clock())
+    server_factory.server = Connections()
+    return server_factory
+
+
+def heads(target_length: int, header_count: int = 0) -> dict[str, bytes]:
+    """Request heads as Twisted counts them (lines without their CRLFs): one
+    at the bound, one a byte past it in many short headers, one whose request
+    line alone passes it."""
+    line = b"POST /api/v1/main/x?q=%s HTTP/1.1"
+    at = line % (b"a" * (HEAD_LIMIT - len(line % b"") - len(b"Content-Length: 5")))
+    assert len(at) + len(b"Content-Length: 5") == HEAD_LIMIT
+    many = [b"X-H%03d: %s" % (n, b"b" * 92) for n in range(170)]  # 100 bytes each, 17,000 together
+    return {
+        "at the bound": at + b"\r\nContent-Length: 5\r\n\r\n",
+        "many headers past it": b"GET /api/v1/main/x HTTP/1.1\r\n" + b"\r\n".join(many) + b"\r\n\r\n",
+        "a long line": b"GET /api/v1/main/x?q=" + b"c" * HEAD_LIMIT + b" HTTP/1.1\r\nHost: a\r\n\r\n",
+    }
+
+
+def test_twisted_bounds_the_head_with_a_bare_400_or_a_silent_close_and_the_seam_answers_instead(daphne_factory):
+    """Twisted 26's `HTTPChannel` (under daphne 4.2's `HTTPFactory`, which
+    builds its protocol through Twisted's `HTTPFactory.buildProtocol` and the
+    factory's `protocol`) counts the request line and headers, without their
+    line ends, against `totalHeadersSize` (16384) in `lineReceived` and
+    answers a bare 400 past it; `LineReceiver` calls `lineLengthExceeded`
+    for a line past `MAX_LENGTH` (16384), which closes the connection with no
+    answer. `bound_request_heads` makes both checks first in its channel, at
+    the same figure. If this fails, Twisted moved the checks or changed the
+    count: read the new `HTTPChannel.lineReceived` and
+    `LineReceiver.dataReceived`, and adapt `BoundedChannel` (and
+    docs/reference/API.md if the figure moves); if daphne builds its protocol
+    another way, hook the channel in there."""
+    from twisted.web import http
+
+    assert http.HTTPChannel.totalHeadersSize == HEAD_LIMIT and http.HTTPChannel.MAX_LENGTH == HEAD_LIMIT
+    sent = heads(HEAD_LIMIT)
+
+    def upstream(head: bytes) -> tuple[bytes, bool]:
+        protocol, transport = connection(daphne_factory)
+        assert type(protocol._channel) is http.HTTPChannel
+        protocol.dataReceived(head)
+        return transport.value(), bool(transport.disconnecting)
+
+    assert upstream(sent["at the bound"]) == (b"", False)  # waits for its body
+    assert upstream(sent["many headers past it"]) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)
+    assert upstream(sent["a long line"]) == (b"", True)
+
+    refusals: list[tuple[str, str]] = []
+
+    def refusal(method: str, path: str) -> bytes:
+        refusals.append((method, path))
+        return b"HTTP/1.1 414 URI Too Long\r\n\r\n"
+
+    channel_class = seams.bound_request_heads(HEAD_LIMIT, refusal)
+
+    def ours(head: bytes) -> tuple[bytes, bool]:
+        protocol, transport = connection(daphne_factory)
+        assert type(protocol._channel) is channel_class
+        protocol.dataReceived(head)
+        return transport.value(), bool(transport.disconnecting)
+
+    assert ours(sent["at the bound"]) == (b"", False)
+    assert ours(sent["many headers past it"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True)
+    assert ours(sent["a long line"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True)
+    assert refusals == [("GET", "/api/v1/main/x"), ("GET", "/api/v1/main/x")]
+
+
 # --- relied on: Django's connections belong to a thread ----------------------------------
 
 

@@ -27,6 +27,7 @@ from rest_framework import serializers
 
 from plugins.framework import Context, PluginError
 from plugins.web.base import ReadParams, action, first_match, wait_for
+from plugins.web.error_page import error_page_committing, no_document, shows_error_page
 
 # --- screenshots ---------------------------------------------------------------------
 
@@ -311,12 +312,18 @@ async def pdf(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
         for name in ("format", "width", "height", "landscape", "print_background", "page_ranges", "scale", "margin")
         if name in params
     }
+    if shows_error_page(page):
+        raise no_document(ctx.page_id)
     try:
         data = await page.pdf(**options)
     except PlaywrightError as error:
         for refusal, sentence in PDF_REFUSALS.items():
             if refusal in (error.message or ""):
                 raise PluginError(400, sentence.format(ranges=params.get("page_ranges", ""))) from None
+        if await error_page_committing(page):  # a navigation failed just before: no document yet, nor to come
+            raise no_document(ctx.page_id) from None
         raise
+    if shows_error_page(page):  # committed while printing: what was printed is the browser's error page
+        raise no_document(ctx.page_id)
     return {"media": await ctx.put_media(data, content_type="application/pdf", filename="page.pdf")}
 
