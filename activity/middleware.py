@@ -27,7 +27,7 @@ from activity.tracker import tracker
 from core import metrics
 from core.api import API_PREFIX
 from core.auth import key_matches
-from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRIMITIVE, WORKLOAD
+from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
 from plugins.framework import find_action
 from plugins.primitives import primitives
 
@@ -35,10 +35,11 @@ HEALTH_PATH = API_PREFIX + HEALTH
 ACTIVITY_PATH = API_PREFIX + ACTIVITY
 WORKLOAD_PATH = API_PREFIX + WORKLOAD
 METRICS_PATH = API_PREFIX + METRICS
-# The waker's reads, and a metrics scraper's. Counting them as activity would
-# keep a sleepy worker awake forever, and logging them would fill the log
-# with the readers themselves.
-MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH})
+PRESSURE_PATH = API_PREFIX + PRESSURE
+# The waker's reads, a metrics scraper's and a scheduler's look at the
+# pressure. Counting them as activity would keep a sleepy worker awake
+# forever, and logging them would fill the log with the readers themselves.
+MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH, PRESSURE_PATH})
 # The metrics' route for a plugin action or a primitive the worker does not
 # have: a client can put anything in a URL, and a label takes a bounded set.
 UNKNOWN_PLUGIN = f"{PLUGIN}/(unknown)"

@@ -19,9 +19,10 @@ SCHEMA = "schema"
 PAGES = "pages"
 MEDIA = "media"
 JOBS = "jobs"
+PRESSURE = "pressure"
 EVENTS = "events"  # the WebSocket route (penelope_site/asgi.py)
 
-RESERVED_PAGE_IDS = frozenset({HEALTH, ACTIVITY, WORKLOAD, METRICS, PURGE, SCHEMA, PAGES, MEDIA, JOBS, EVENTS})
+RESERVED_PAGE_IDS = frozenset({HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, EVENTS})
 
 # Segments after a page id: /api/v1/<page_id>/<word>/...
 LEASE = "lease"

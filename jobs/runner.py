@@ -54,11 +54,13 @@ from core.errors import (
     Cancelled,
     DomainError,
     JobNotCancellable,
+    JobsFull,
     KeyInFlight,
     KeyReused,
     LeaseRequired,
     NoSuchJob,
     PageBusy,
+    QueueFull,
     QueueTimedOut,
 )
 from core.events import Event
@@ -70,36 +72,8 @@ from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
 from jobs.shapes import job_body
-from jobs.waiting import Waiters
+from jobs.waiting import RecentEnds, Waiters
 from plugins.framework import Action, find_action
-
-
-class RecentEnds:
-    """The last polling jobs that ended on this worker, as their ends stored
-    them, so that the poll (or long-poll) that usually follows an end at once
-    is answered without a read. Webhook jobs are not kept: another process's
-    deliverer may delete one. Bounded by count, as results may be large."""
-
-    def __init__(self, size: int = 32) -> None:
-        self.size = size
-        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
-
-    def add(self, job: Job) -> None:
-        if job.mode != Job.Mode.POLL:
-            return
-        self.jobs[job.id] = job
-        if len(self.jobs) > self.size:
-            self.jobs.popitem(last=False)
-
-    def get(self, job_id: str, now: float) -> Job | None:
-        job = self.jobs.get(job_id)
-        if job is not None and job.expires_at <= now:
-            del self.jobs[job_id]
-            return None
-        return job
-
-    def forget(self, job_id: str) -> None:
-        self.jobs.pop(job_id, None)
 
 
 def request_digest(page_id: str, route: str, params: dict[str, Any], options: JobOptions) -> str:
@@ -125,6 +99,8 @@ class JobRunner:
         self.recent = RecentEnds(recent_size)
         self.waiters = Waiters()
         self.queue = JobQueue()
+        # When starts were refused (busy page, full queue, MAX_JOBS): the pressure's last minute.
+        self.refusals: collections.deque[float] = collections.deque()
 
     # --- starting ----------------------------------------------------------------------
 
@@ -161,17 +137,27 @@ class JobRunner:
     ) -> Job:
         job_id = secrets.token_hex(8)
         try:
-            claim = await page.try_acquire(lease_id, job_id)
-        except PageBusy:
-            if options.queue_timeout is None:
-                raise
-            self.queue.check_room(page)
-            start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
-        else:
-            start = self._start(job_id, claim, action, params, options, digest)
-        # Shielded: a client that leaves now must not cut the start in two (a row
-        # stored, its run never started, a job `running` until the next restart).
-        return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
+            try:
+                claim = await page.try_acquire(lease_id, job_id)
+            except PageBusy:
+                if options.queue_timeout is None:
+                    raise
+                self.queue.check_room(page)
+                start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
+            else:
+                start = self._start(job_id, claim, action, params, options, digest)
+            # Shielded: a client that leaves now must not cut the start in two (a row
+            # stored, its run never started, a job `running` until the next restart).
+            return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
+        except (PageBusy, QueueFull, JobsFull):
+            self.refusals.append(time.monotonic())
+            raise
+
+    def refused_last_minute(self) -> int:
+        cutoff = time.monotonic() - 60
+        while self.refusals and self.refusals[0] < cutoff:
+            self.refusals.popleft()
+        return len(self.refusals)
 
     async def _start(
         self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None

@@ -1,5 +1,6 @@
-"""Long-polls: `GET /api/v1/jobs/{job_id}?wait=S` answers as soon as the job
-ends. Each waiter is a future keyed by its job, which the job runner sets
+"""What answers a poll without a read of the store: the recent ends, and
+the long-polls (`GET /api/v1/jobs/{job_id}?wait=S`), which answer as soon as
+the job ends. Each waiter is a future keyed by its job, which the job runner sets
 when it stores the job's end (`wake`), so a waiter costs nothing while it
 waits, and nothing at all once its client has gone (its request is
 cancelled, and the future with it)."""
@@ -7,12 +8,14 @@ cancelled, and the future with it)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Iterator
 
 from django.conf import settings
 
 from core.errors import WaitersFull
+from jobs.models import Job
 
 MAX_WAIT_S = 60.0
 
@@ -50,3 +53,31 @@ class Waiters:
         for ended in self.by_job.pop(job_id, ()):
             if not ended.done():
                 ended.set_result(None)
+
+
+class RecentEnds:
+    """The last polling jobs that ended on this worker, as their ends stored
+    them, so that the poll (or long-poll) that usually follows an end at once
+    is answered without a read. Webhook jobs are not kept: another process's
+    deliverer may delete one. Bounded by count, as results may be large."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+
+    def add(self, job: Job) -> None:
+        if job.mode != Job.Mode.POLL:
+            return
+        self.jobs[job.id] = job
+        if len(self.jobs) > self.size:
+            self.jobs.popitem(last=False)
+
+    def get(self, job_id: str, now: float) -> Job | None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.expires_at <= now:
+            del self.jobs[job_id]
+            return None
+        return job
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)

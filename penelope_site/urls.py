@@ -16,6 +16,7 @@ from core.db_thread import on_db_thread
 from core.rest import NoRoute, error_response
 from core.schema import SchemaView
 from jobs import selectors as job_selectors
+from jobs.pressure import PressureView
 from jobs.runner import JobRunner
 from jobs.views import JobCancel, JobDetail, JobListView, JobStart
 from media_store.views import Download
@@ -32,6 +33,7 @@ urlpatterns = [
     path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_selectors.counts)), name="activity"),
     path(api + "workload", WorkloadView.as_view(), name="workload"),
     path(api + "metrics", MetricsView.as_view(jobs_held=job_selectors.held_by_state, job_counts=on_db_thread(job_selectors.counts)), name="metrics"),
+    path(api + "pressure", PressureView.as_view(runner=job_runner), name="pressure"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),

@@ -4,6 +4,7 @@ a real browser and a real webhook receiver."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -88,6 +89,40 @@ def test_a_higher_priority_goes_first_and_equal_ones_keep_their_order(api):
     assert [result["tag"] for result in order] == ["high", "also-high", "low"]
 
 
+def plain_call_in_line(worker, tag: str) -> tuple[threading.Thread, list]:
+    """A plain call sent from a thread of its own; it waits in the page's line."""
+    answers: list = []
+
+    def call() -> None:
+        with worker.client() as client:
+            answers.append(client.post("/main/plugin/testing/sleep", json={"seconds": 0.2, "tag": tag}).json())
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread, answers
+
+
+def test_plain_calls_and_queued_jobs_share_one_arrival_order(api, worker):
+    holder = holding(api)
+    first_job = accepted(start(api, 0.2, tag="job-first", X_Queue_Timeout="30"))
+    thread, answers = plain_call_in_line(worker, "plain-second")
+    wait_until(lambda: api.get("/main").json()["waiting"] == 1, what="the plain call to wait in line")
+    release(api, holder)
+    thread.join(30)
+    job = ended(api, first_job["job_id"])["result"]
+    assert answers[0]["tag"] == "plain-second" and job["ended"] <= answers[0]["started"]
+
+    holder = holding(api)
+    thread, answers = plain_call_in_line(worker, "plain-first")
+    wait_until(lambda: api.get("/main").json()["waiting"] == 1, what="the plain call to wait in line")
+    second_job = accepted(start(api, 0.2, tag="job-second", X_Queue_Timeout="30"))
+    assert second_job["queue"]["position"] == 2  # behind the plain call
+    release(api, holder)
+    thread.join(30)
+    job = ended(api, second_job["job_id"])["result"]
+    assert answers[0]["tag"] == "plain-first" and answers[0]["ended"] <= job["started"]
+
+
 def test_a_queued_job_that_waits_too_long_ends_timed_out(api):
     holder = holding(api)
     job = accepted(start(api, 0, X_Queue_Timeout="0.5"))
@@ -137,6 +172,25 @@ def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(api):
     release(api, holder)
     for job in queued:
         assert ended(api, job["job_id"])["state"] == "done"
+
+
+def test_pressure_says_what_is_running_waiting_and_refused(api):
+    holder = holding(api)
+    queued = [accepted(start(api, 0, X_Queue_Timeout="30")) for _ in range(2)]
+    before = api.get("/pressure").json()["rejected_last_minute"]
+    assert start(api, 0).status_code == 409
+    body = api.get("/pressure").json()
+    assert body["success"] is True and body["page_id"] is None
+    assert body["pages"]["busy"] == 1 and body["pages"]["max"] == 3 and body["pages"]["open"] >= 1
+    assert (body["running"], body["queued"]) == (1, 2)
+    assert body["oldest_queued_s"] > 0
+    assert body["jobs_held"] >= 3 and body["max_jobs"] == 1000 and body["accepting"] is True
+    assert body["rejected_last_minute"] == before + 1
+    release(api, holder)
+    for job in queued:
+        ended(api, job["job_id"])
+    after = api.get("/pressure").json()
+    assert (after["running"], after["queued"], after["oldest_queued_s"]) == (0, 0, None)
 
 
 @pytest.mark.parametrize(
