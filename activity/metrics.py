@@ -87,6 +87,12 @@ class WorkerState(Collector):
             "penelope_pages_leased", "Pages under a lease now.",
             value=sum(1 for page in pages if page.current_lease() is not None),
         )
+        queued = GaugeMetricFamily(
+            "penelope_page_queue_depth", "Jobs queued for a page now (X-Queue-Timeout), by page.", labels=["page_id"]
+        )
+        for page in pages:
+            queued.add_metric([page.name], page.lock.jobs_waiting())
+        yield queued
         yield GaugeMetricFamily("penelope_pages_max", "Pages that may be open at once (MAX_PAGES).", value=settings.MAX_PAGES)
         yield GaugeMetricFamily(
             "penelope_requests_in_flight", "Authenticated API requests being answered now.", value=tracker.requests_in_flight

@@ -84,13 +84,22 @@ browser_recovery = Histogram(
     "penelope_browser_recovery_seconds", "From the browser's stop (or a recycle's start) to the new browser taking calls.",
     buckets=RECOVERY_BUCKETS, registry=registry,
 )
+# From a queued job's acceptance to the moment it takes its page.
+QUEUE_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+queue_wait = Histogram(
+    "penelope_queue_wait_seconds", "How long queued jobs (X-Queue-Timeout) waited for their page before they ran.",
+    buckets=QUEUE_WAIT_BUCKETS, registry=registry,
+)
+queue_refused = Counter(
+    "penelope_queue_refused", "Job starts refused with 429 because their page's queue was full (QUEUE_MAX).", registry=registry,
+)
 page_crashes = Counter("penelope_page_crashes", "Page renderers that crashed (each page reopened before its next call).", registry=registry)
 
 # Every label value these families can take is known: their series exist, at
 # 0, from the start, so a rate over them needs no first event.
 for _mode in ("poll", "webhook"):
     jobs_started.labels(_mode)
-for _state in ("done", "cancelled", "interrupted"):
+for _state in ("done", "cancelled", "interrupted", "timed_out"):
     jobs_ended.labels(_state)
 for _outcome in ("delivered", "retry", "gave_up"):
     webhook_attempts.labels(_outcome)
@@ -173,3 +182,14 @@ class Scrape:
 def render(*state: Collector) -> bytes:
     """The registry and `state` in the Prometheus text format (0.0.4)."""
     return generate_latest(Scrape(state))
+
+
+def job_waited(seconds: float) -> None:
+    """A queued job took its page after `seconds` in its queue."""
+    if ENABLED:
+        queue_wait.observe(seconds)
+
+
+def queue_full() -> None:
+    if ENABLED:
+        queue_refused.inc()

@@ -46,7 +46,7 @@ from activity.tracker import tracker
 from browser.line import Turn
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
-from core import events
+from core import events, metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.errors import (
@@ -142,7 +142,11 @@ class JobRunner:
             except PageBusy:
                 if options.queue_timeout is None:
                     raise
-                self.queue.check_room(page)
+                try:
+                    self.queue.check_room(page)
+                except QueueFull:
+                    metrics.queue_full()
+                    raise
                 start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
             else:
                 start = self._start(job_id, claim, action, params, options, digest)
@@ -219,6 +223,7 @@ class JobRunner:
             else:
                 run.claim = claim
                 if await on_db_thread(begin_job)(job=run.job, now=time.time()):
+                    metrics.job_waited(run.job.started_at - run.job.enqueued_at)
                     publish(Event.JOB_STARTED, run.job)
                     stored = await self._execute(run, action, params)
                 else:  # no longer queued in the store (an operator's command): its page goes to the next

@@ -161,17 +161,27 @@ def test_cancel_of_a_queued_job_ends_it_without_running(api):
     release(api, holder)
 
 
+def scraped(api, name: str) -> float:
+    """One unlabelled series of the worker's metrics."""
+    line = next(line for line in api.get("/metrics").text.splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
 def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(api):
+    refused_before, waited_before = scraped(api, "penelope_queue_refused_total"), scraped(api, "penelope_queue_wait_seconds_count")
     holder = holding(api)
     queued = [accepted(start(api, 0, X_Queue_Timeout="30")) for _ in range(3)]
     before = job_ids(api)
     refused = start(api, 0, X_Queue_Timeout="30")
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert 'penelope_page_queue_depth{page_id="main"} 3.0' in api.get("/metrics").text
+    assert scraped(api, "penelope_queue_refused_total") == refused_before + 1
     assert refused.json()["success"] is False and "QUEUE_MAX" in refused.json()["error"]
     assert job_ids(api) == before
     release(api, holder)
     for job in queued:
         assert ended(api, job["job_id"])["state"] == "done"
+    assert scraped(api, "penelope_queue_wait_seconds_count") == waited_before + 3
 
 
 def test_pressure_says_what_is_running_waiting_and_refused(api):
