@@ -30,6 +30,10 @@ from jobs.options import (
     IDEMPOTENCY_HEADER,
     MAX_CALLBACK_LENGTH,
     MAX_IDEMPOTENCY_KEY,
+    MAX_PRIORITY,
+    MAX_QUEUE_TIMEOUT_S,
+    PRIORITY_HEADER,
+    QUEUE_TIMEOUT_HEADER,
     TTL_HEADER,
     JobOptions,
     parse_options,
@@ -111,6 +115,27 @@ def job_description() -> dict:
                     "the first start is still being stored 409. Ignored on plain calls."
                 ),
             ),
+            OpenApiParameter(
+                QUEUE_TIMEOUT_HEADER,
+                {"type": "string", "pattern": f"^{ttl_pattern(MAX_QUEUE_TIMEOUT_S)}$"},
+                OpenApiParameter.HEADER,
+                description=(
+                    "With a job header: a start that finds its page busy waits for it this many seconds (more than "
+                    f"0, at most {MAX_QUEUE_TIMEOUT_S:g}, decimals allowed) instead of answering 409: the 202 says "
+                    "`state: queued` and its place. A queued job that has not started by then ends `timed_out` with "
+                    f"status 409. At most QUEUE_MAX jobs wait per page (one more: 429 with Retry-After). On a plain "
+                    "call: 400."
+                ),
+            ),
+            OpenApiParameter(
+                PRIORITY_HEADER,
+                {"type": "string", "pattern": f"^[0-{MAX_PRIORITY}]$"},
+                OpenApiParameter.HEADER,
+                description=(
+                    f"A queued job's priority, 0 (the default) to {MAX_PRIORITY}: a higher one takes the page first; "
+                    "equal ones (plain calls waiting count as 0) keep their arrival order. On a plain call: 400."
+                ),
+            ),
         ],
         "answers": {202: OpenApiResponse(JobAccepted, "A job started: poll it, or wait for its webhook.")},
         "callbacks": [
@@ -141,6 +166,7 @@ def job_description() -> dict:
                 "Idempotency-Key is still being stored."
             ),
             422: "The body is not valid JSON, or an Idempotency-Key was sent with a different request.",
+            429: "A job start with X-Queue-Timeout: QUEUE_MAX jobs wait for the page already (see Retry-After).",
             503: "The browser is not running, a family's own service is off, or MAX_JOBS jobs are held (job starts).",
         },
     }
