@@ -44,6 +44,7 @@ from penelope_client import (  # noqa: E402
     NotFound,
     Penelope,
     PenelopeError,
+    QueueFull,
     Refused,
     ServerError,
     StorageFull,
@@ -60,6 +61,7 @@ SECRET_NEW = "whsec_" + base64.b64encode(bytes(range(100, 132))).decode()
 ENV = {
     "MAX_PAGES": "4",
     "MAX_WAITERS": "1",
+    "QUEUE_MAX": "1",
     "MAX_BODY_BYTES": "20000",
     "MEDIA_MAX_MB": "0.05",
     "CANCEL_GRACE_S": "1",
@@ -298,6 +300,22 @@ def test_a_job_waits_by_long_poll_and_is_cancelled_and_forgotten(worker, client)
     with pytest.raises(Busy, match="already ended"):
         long.cancel()
     long.forget()
+
+
+def test_a_job_waits_for_a_busy_page_and_a_full_queue_says_when_to_retry(client):
+    holder = client.start_job("main", "testing/sleep", {"seconds": 30, "tag": "holder"}, ttl=30)
+    queued = client.start_job(
+        "main", "testing/sleep", {"seconds": 0, "tag": "queued"}, ttl=30, queue_timeout=30, priority=3
+    )
+    assert queued.started["state"] == "queued" and queued.started["queue"]["position"] == 1
+    with pytest.raises(QueueFull) as full:
+        client.start_job("main", "testing/sleep", {"seconds": 0}, ttl=30, queue_timeout=30)
+    assert full.value.status == 429 and full.value.retry_after >= 1
+    pressure = client.pressure()
+    assert (pressure["running"], pressure["queued"]) == (1, 1)
+    holder.cancel()
+    done = queued.wait(timeout=30)
+    assert done["state"] == "done" and done["result"]["tag"] == "queued"
 
 
 def test_the_job_list_is_iterated_across_pages_of_results(client):

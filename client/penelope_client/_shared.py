@@ -50,9 +50,14 @@ def plugin_path(page: str, route: str) -> str:
     return f"/{segment(page)}/plugin/{quote(route, safe='/')}"
 
 
-def job_headers(ttl: float | None, callback: str | None, idempotency_key: str | None) -> dict[str, str]:
+def job_headers(
+    ttl: float | None, callback: str | None, idempotency_key: str | None, queue_timeout: float | None = None,
+    priority: int | None = None,
+) -> dict[str, str]:
     """The headers that make a plugin call a job: exactly one of a polling
-    `ttl` and a webhook `callback` (without either it would run as a plain call)."""
+    `ttl` and a webhook `callback` (without either it would run as a plain
+    call); `queue_timeout` lets it wait that long for a busy page, `priority`
+    (0-9) orders it among the waiting."""
     if (ttl is None) == (callback is None):
         raise ValueError("A job is delivered one way: give ttl= (polling) or callback= (webhook), not both or neither.")
     if ttl is not None:  # plain decimals: the header takes no exponent
@@ -61,6 +66,10 @@ def job_headers(ttl: float | None, callback: str | None, idempotency_key: str | 
         headers = {"X-Callback-Url": str(callback)}
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
+    if queue_timeout is not None:
+        headers["X-Queue-Timeout"] = f"{queue_timeout:f}".rstrip("0").rstrip(".")
+    if priority is not None:
+        headers["X-Priority"] = str(priority)
     return headers
 
 

@@ -38,6 +38,10 @@ class AsyncPenelope:
     async def pages(self) -> Answer:
         return await self.request("GET", "/pages")
 
+    async def pressure(self) -> Answer:
+        """How loaded the worker is: pages, jobs running and queued, refusals."""
+        return await self.request("GET", "/pressure")
+
     async def open_page(self, page_id: str) -> Answer:
         return await self.request("POST", "/pages", json={"page_id": page_id})
 
@@ -61,8 +65,12 @@ class AsyncPenelope:
         callback: str | None = None,
         idempotency_key: str | None = None,
         lease: str | None = None,
+        queue_timeout: float | None = None,
+        priority: int | None = None,
     ) -> AsyncJob:
-        headers = {**shared.job_headers(ttl, callback, idempotency_key), **shared.lease_header(lease)}
+        headers = {
+            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority), **shared.lease_header(lease)
+        }
         started = await self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
         return AsyncJob(self, started["job_id"], started)
 
@@ -146,9 +154,12 @@ class AsyncLease:
         ttl: float | None = None,
         callback: str | None = None,
         idempotency_key: str | None = None,
+        queue_timeout: float | None = None,
+        priority: int | None = None,
     ) -> AsyncJob:
         return await self.client.start_job(
-            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id
+            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
+            queue_timeout=queue_timeout, priority=priority,
         )
 
     async def _renew_until_stopped(self) -> None:

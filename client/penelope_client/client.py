@@ -44,6 +44,10 @@ class Penelope:
     def pages(self) -> Answer:
         return self.request("GET", "/pages")
 
+    def pressure(self) -> Answer:
+        """How loaded the worker is: pages, jobs running and queued, refusals."""
+        return self.request("GET", "/pressure")
+
     def open_page(self, page_id: str) -> Answer:
         return self.request("POST", "/pages", json={"page_id": page_id})
 
@@ -68,10 +72,14 @@ class Penelope:
         callback: str | None = None,
         idempotency_key: str | None = None,
         lease: str | None = None,
+        queue_timeout: float | None = None,
+        priority: int | None = None,
     ) -> Job:
         """Start a plugin action as a job: held `ttl` seconds after it ends for
         polling, or POSTed to `callback` when it ends (one of the two)."""
-        headers = {**shared.job_headers(ttl, callback, idempotency_key), **shared.lease_header(lease)}
+        headers = {
+            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority), **shared.lease_header(lease)
+        }
         started = self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
         return Job(self, started["job_id"], started)
 
@@ -162,9 +170,12 @@ class Lease:
         ttl: float | None = None,
         callback: str | None = None,
         idempotency_key: str | None = None,
+        queue_timeout: float | None = None,
+        priority: int | None = None,
     ) -> Job:
         return self.client.start_job(
-            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id
+            self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
+            queue_timeout=queue_timeout, priority=priority,
         )
 
     def _renew_until_stopped(self) -> None:

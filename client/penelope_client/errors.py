@@ -51,6 +51,13 @@ class Busy(PenelopeError):
     for a cancel); a persona has work in flight (a stop)."""
 
 
+class QueueFull(PenelopeError):
+    """429: the page's queue is full (QUEUE_MAX); `retry_after` is the worker's
+    estimate, in seconds, of when there is room."""
+
+    retry_after: float | None = None
+
+
 class Leased(PenelopeError):
     """423: the page is leased and the call does not carry that lease, or the
     lease sent is unknown or expired."""
@@ -92,6 +99,7 @@ BY_STATUS: dict[int, type[PenelopeError]] = {
     413: TooLarge,
     422: Refused,
     423: Leased,
+    429: QueueFull,
     500: ServerError,
     502: BrowserError,
     503: Unavailable,
@@ -110,4 +118,7 @@ def error_for(response: httpx.Response) -> PenelopeError:
         error, page_id = body["error"], body.get("page_id")
     else:  # not the envelope: something between the client and the worker answered
         error, page_id = (response.text.strip()[:200] or response.reason_phrase), None
-    return BY_STATUS.get(response.status_code, PenelopeError)(response.status_code, error, page_id)
+    failure = BY_STATUS.get(response.status_code, PenelopeError)(response.status_code, error, page_id)
+    if isinstance(failure, QueueFull) and response.headers.get("Retry-After", "").isdigit():
+        failure.retry_after = float(response.headers["Retry-After"])
+    return failure
