@@ -110,3 +110,47 @@ class PageLine:
 
     def jobs_waiting(self) -> int:
         return sum(1 for turn in self._turns if turn.job_id is not None)
+
+
+class AnyLine:
+    """The calls and jobs sent to `any`: each waits for whichever page frees
+    first (a page's own line goes first on that page). The page is handed
+    to a turn already taken for it (its future's result)."""
+
+    def __init__(self) -> None:
+        self._turns: list[Turn] = []
+        self._arrivals = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def join(self, *, priority: int = 0, job_id: str | None = None) -> Turn:
+        turn = Turn((-priority, next(self._arrivals)), asyncio.get_running_loop().create_future(), job_id)
+        heapq.heappush(self._turns, turn)
+        return turn
+
+    def hand(self, page: Any) -> bool:
+        """Give `page` (taken for it) to the first in line; False when nobody waits."""
+        while self._turns:
+            turn = heapq.heappop(self._turns)
+            if not turn.future.done():
+                turn.future.set_result(page)
+                return True
+        return False
+
+    def remove(self, turn: Turn) -> None:
+        turn.future.cancel()
+        try:
+            self._turns.remove(turn)
+        except ValueError:
+            return
+        heapq.heapify(self._turns)
+
+    def position(self, job_id: str) -> int | None:
+        for place, turn in enumerate(sorted(self._turns), start=1):
+            if turn.job_id == job_id:
+                return place
+        return None
+
+    def jobs_waiting(self) -> int:
+        return sum(1 for turn in self._turns if turn.job_id is not None)

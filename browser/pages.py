@@ -130,6 +130,10 @@ class ManagedPage:
     lost_url: str = ""
     # Ends the call in hand when its tab is lost (set by plugins.calls.run_claimed).
     on_tab_lost: Callable[[], None] | None = None
+    # When a call or a job last let it go (time.monotonic()): idle pool pages close.
+    last_used: float = field(default_factory=time.monotonic)
+    # Told when the page is let go or its lease released (browser/pool.py hands it to `any`).
+    on_free: Callable[[ManagedPage], None] | None = None
     # The last replacement of the tab, shown in the page's state:
     # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
     reopened: dict | None = None
@@ -227,6 +231,8 @@ class ManagedPage:
         lease.released_at = time.monotonic()
         self.lease = None
         self._publish(Event.PAGE_RELEASED)
+        if self.on_free is not None and not self.lock.locked():
+            self.on_free(self)
         if force:
             log.warning(
                 "page %s: lease broken by force, %.1f s after it was taken (%d call(s) under it run on, job %s)",
@@ -328,7 +334,10 @@ class ManagedPage:
         if claim.job_id and self.job_id == claim.job_id:
             self.job_id = None
         self.lock.release()
+        self.last_used = time.monotonic()
         events.publish(Event.PAGE_IDLE, page_id=self.name, job_id=claim.job_id)
+        if self.on_free is not None and not self.lock.locked():
+            self.on_free(self)
 
     def state(self) -> dict:
         lease = self.current_lease()

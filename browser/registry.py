@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from browser.pages import MAIN_PAGE, PAGE_CRASHED, ManagedPage, validate_page_id
+from browser.pool import Pool
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
@@ -30,11 +31,12 @@ class PageRegistry:
     def __init__(self) -> None:
         self.browser: Browser | None = None
         self.pages: dict[str, ManagedPage] = {}
+        self.pool = Pool(self)
 
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
         browser.listener = self
-        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab)}
+        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.pool.page_freed)}
 
     def detach(self) -> None:
         for page in self.pages.values():
@@ -117,7 +119,7 @@ class PageRegistry:
         # Reserve the name before the await so two openers cannot both pass,
         # and hold its lock (free: no suspension) while its tab opens, so no
         # call runs on it and no recycle begins under it.
-        page = ManagedPage(page_id, opening=True)
+        page = ManagedPage(page_id, opening=True, on_free=self.pool.page_freed)
         self.pages[page_id] = page
         await page.lock.acquire()
         try:
@@ -128,6 +130,7 @@ class PageRegistry:
         finally:
             page.opening = False
             page.lock.release()
+        self.pool.page_freed(page)  # a new page is free: an `any` waiter may take it
         return page
 
     async def close(self, page_id: str, lease_id: str | None) -> None:

@@ -20,9 +20,10 @@ PAGES = "pages"
 MEDIA = "media"
 JOBS = "jobs"
 PRESSURE = "pressure"
+ANY = "any"  # a plugin call on whichever page is free (browser/pool.py)
 EVENTS = "events"  # the WebSocket route (penelope_site/asgi.py)
 
-RESERVED_PAGE_IDS = frozenset({HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, EVENTS})
+RESERVED_PAGE_IDS = frozenset({HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, EVENTS, ANY})
 
 # Segments after a page id: /api/v1/<page_id>/<word>/...
 LEASE = "lease"

@@ -227,9 +227,9 @@ class Job(models.Model):
             changes["expires_at"] = finished_at + (self.ttl or 0)
         return self._moved(Q(state=self.state), **changes)
 
-    def begin(self, *, now: float) -> bool:
-        """queued -> running: the job took its page; it starts now."""
-        return self._moved(Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now)
+    def begin(self, *, now: float, page_id: str) -> bool:
+        """queued -> running: the job took its page (the one `any` found); it starts now."""
+        return self._moved(Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id)
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:
         """running -> interrupted, ended now: the worker stopped under it."""

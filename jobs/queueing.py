@@ -13,16 +13,48 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 
 from browser.line import Turn
 from browser.pages import Claim, ManagedPage
+from browser.pool import Pool
 from core.errors import Cancelled, DomainError, QueueFull, QueueTimedOut
+from core.routes import ANY
 from jobs.run import CANCELLED_ERROR, JobRun
 
 # How much each new run time weighs in a page's estimate.
 RUN_TIME_WEIGHT = 0.2
+
+
+@dataclass
+class Place:
+    """Where a queued job waits: its page's line, or the line of `any`."""
+
+    name: str  # the page's, or "any"
+    turn: Turn
+    leave: Callable[[], None]  # give the place up (a page handed just now goes on)
+    claim: Callable[[], Claim]  # once the turn came: the claim on the page
+    ran_out: str  # the sentence of a wait that ran out, before "the job waited ..."
+    locate: Callable[[], int | None]  # its position in the line, from 1
+
+
+def place_on_page(page: ManagedPage, job_id: str, priority: int, lease_id: str | None) -> Place:
+    turn = page.join_queue(lease_id, job_id, priority)
+    return Place(
+        page.name, turn, lambda: page.leave_queue(turn), lambda: page.claim_turn(turn, lease_id),
+        f"Page {page.name} stayed busy", lambda: page.lock.position(job_id),
+    )
+
+
+def place_anywhere(pool: Pool, job_id: str, priority: int) -> Place:
+    turn = pool.join(priority, job_id)
+    return Place(
+        ANY, turn, lambda: pool.leave(turn), lambda: pool.claim_turn(turn, job_id), "No page was free",
+        lambda: pool.line.position(job_id),
+    )
 
 
 class JobQueue:
@@ -30,15 +62,16 @@ class JobQueue:
         # A page's recent run time per job (seconds), for Retry-After.
         self.run_s: dict[str, float] = {}
 
-    def check_room(self, page: ManagedPage) -> None:
-        """QueueFull (429) when QUEUE_MAX jobs wait for the page already."""
-        waiting = page.lock.jobs_waiting()
+    def check_room(self, page: ManagedPage | None, pool: Pool) -> None:
+        """QueueFull (429) when QUEUE_MAX jobs wait for the page (or for `any`) already."""
+        name, waiting = (page.name, page.lock.jobs_waiting()) if page is not None else (ANY, pool.line.jobs_waiting())
         if waiting < settings.QUEUE_MAX:
             return
+        where = f"Page {name} has" if page is not None else "Any page has"
         raise QueueFull(
-            f"Page {page.name} has {waiting} jobs queued already (QUEUE_MAX); try again later.",
-            page.name,
-            retry_after_s=self.retry_after_s(page.name, waiting),
+            f"{where} {waiting} jobs queued already (QUEUE_MAX); try again later.",
+            name,
+            retry_after_s=self.retry_after_s(name, waiting),
         )
 
     def retry_after_s(self, page_id: str, waiting: int) -> int:
@@ -50,27 +83,27 @@ class JobQueue:
         self.run_s[page_id] = seconds if before is None else before + RUN_TIME_WEIGHT * (seconds - before)
 
 
-async def wait_turn(run: JobRun, page: ManagedPage, turn: Turn, lease_id: str | None) -> Claim | DomainError:
-    """Wait for the job's turn on the page (its place taken at enqueue), until
-    its queue deadline or a client's cancel: the claim, or why the job ends
-    without running. A worker that stops gives the place up; the job stays
-    queued in the store for the next start."""
+async def wait_turn(run: JobRun, place: Place) -> Claim | DomainError:
+    """Wait for the job's turn (its place taken at enqueue), until its queue
+    deadline or a client's cancel: the claim, or why the job ends without
+    running. A worker that stops gives the place up; the job stays queued in
+    the store for the next start."""
     job = run.job
     try:
         await asyncio.wait(
-            {turn.future, run.cancel_requested}, timeout=max(0.0, job.queue_deadline - time.time()),
+            {place.turn.future, run.cancel_requested}, timeout=max(0.0, job.queue_deadline - time.time()),
             return_when=asyncio.FIRST_COMPLETED,
         )
     except asyncio.CancelledError:
-        page.leave_queue(turn)
+        place.leave()
         raise
-    if run.cancel_requested.done() or not turn.handed:
-        page.leave_queue(turn)
+    if run.cancel_requested.done() or not place.turn.handed:
+        place.leave()
         if run.cancel_requested.done():
-            return Cancelled(CANCELLED_ERROR, page.name)
+            return Cancelled(CANCELLED_ERROR, place.name)
         waited = job.queue_deadline - job.enqueued_at
-        return QueueTimedOut(f"Page {page.name} stayed busy: the job waited {waited:g} s in its queue.", page.name)
+        return QueueTimedOut(f"{place.ran_out}: the job waited {waited:g} s in its queue.", place.name)
     try:
-        return page.claim_turn(turn, lease_id)
+        return place.claim()
     except DomainError as refused:  # the lease it waited under is gone, or the page was closed
         return refused

@@ -52,6 +52,8 @@ class JobRun:
     decided: bool = False
     # The job as its end was stored: what a long-poll woken by that end answers.
     stored: Job | None = None
+    # While it is queued: its position in its line, from 1.
+    locate: Callable[[], int | None] | None = None
 
     def request_cancel(self) -> bool:
         """Ask the run to stop; False when its outcome is already chosen."""

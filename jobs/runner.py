@@ -43,7 +43,6 @@ from typing import Any
 from django.conf import settings
 
 from activity.tracker import tracker
-from browser.line import Turn
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core import events, metrics
@@ -64,10 +63,11 @@ from core.errors import (
     QueueTimedOut,
 )
 from core.events import Event
+from core.routes import ANY
 from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import JobOptions
-from jobs.queueing import JobQueue, wait_turn
+from jobs.queueing import JobQueue, Place, place_anywhere, place_on_page, wait_turn
 from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
@@ -105,17 +105,21 @@ class JobRunner:
     # --- starting ----------------------------------------------------------------------
 
     async def submit(
-        self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
+        self, *, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions,
     ) -> Job:
-        """Claim the idle page for a job (PageBusy at once otherwise), store it
-        and start it in the background: the stored, running job. With an
-        Idempotency-Key, a repeat of a start whose job is held answers that job."""
+        """Claim the idle page (any free one when `page` is None: `any`) for a
+        job, store it and start it in the background: the stored job. A busy
+        page answers PageBusy at once, or, with X-Queue-Timeout, the job waits
+        in line. With an Idempotency-Key, a repeat of a start whose job is
+        held answers that job."""
         key = options.idempotency_key
         if key is None:
             return await self._claim_and_start(page, action, params, lease_id, options)
-        digest = request_digest(page.name, action.route, params, options)
+        page_name = page.name if page is not None else ANY
+        digest = request_digest(page_name, action.route, params, options)
         if key in self.starting:
-            raise KeyInFlight("A job start with this Idempotency-Key is still being stored; try again in a moment.", page.name)
+            raise KeyInFlight("A job start with this Idempotency-Key is still being stored; try again in a moment.", page_name)
         self.starting.add(key)
         try:
             earlier = await on_db_thread(find_held_by_key)(key=key, now=time.time())
@@ -125,25 +129,25 @@ class JobRunner:
                 raise KeyReused(
                     "This Idempotency-Key was sent with a different request (route, page, parameters or job headers); "
                     "use a new key for a new job.",
-                    page.name,
+                    page_name,
                 )
             return earlier
         finally:
             self.starting.discard(key)
 
     async def _claim_and_start(
-        self, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions,
-        digest: str | None = None,
+        self, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions, digest: str | None = None,
     ) -> Job:
         job_id = secrets.token_hex(8)
         try:
             try:
-                claim = await page.try_acquire(lease_id, job_id)
+                claim = await (page.try_acquire(lease_id, job_id) if page is not None else self._claim_any(job_id))
             except PageBusy:
                 if options.queue_timeout is None:
                     raise
                 try:
-                    self.queue.check_room(page)
+                    self.queue.check_room(page, registry.pool)
                 except QueueFull:
                     metrics.queue_full()
                     raise
@@ -156,6 +160,12 @@ class JobRunner:
         except (PageBusy, QueueFull, JobsFull):
             self.refusals.append(time.monotonic())
             raise
+
+    async def _claim_any(self, job_id: str) -> Claim:
+        claim = await registry.pool.claim_now(job_id)
+        if claim is None:
+            raise PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) are busy or leased.", ANY)
+        return claim
 
     def refused_last_minute(self) -> int:
         cutoff = time.monotonic() - 60
@@ -182,47 +192,49 @@ class JobRunner:
         return job
 
     async def _enqueue(
-        self, job_id: str, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
+        self, job_id: str, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
         options: JobOptions, digest: str | None,
     ) -> Job:
         """Store the queued job (JobsFull past MAX_JOBS) and put it in its
-        page's line; it runs when its turn comes."""
+        page's line (or the line of `any`); it runs when its turn comes."""
         job = await on_db_thread(create_job)(
-            job_id=job_id, page_id=page.name, plugin=action.route, params=params, options=options,
+            job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
+            options=options,
             held=self.held, digest=digest, queued=True, under_lease=lease_id is not None,
         )
         self._wait_then_run(job, page, action, params, lease_id)
         return job
 
     def _wait_then_run(
-        self, job: Job, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None
+        self, job: Job, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None
     ) -> JobRun:
-        """Take the job's place in its page's line now (so a poll, and the
-        202, know its position), and wait for its turn in a task of its own."""
-        turn = page.join_queue(lease_id, job.id, job.priority)
-        run = self.running[job.id] = JobRun(job=job, claim=None)
-        run.task = spawn(
-            self._queued(run, page, turn, action, params, lease_id), about=f"queued job {job.id} on page {page.name}"
+        """Take the job's place in its page's line (or the line of `any`) now,
+        so a poll and the 202 know its position, and wait for its turn in a
+        task of its own."""
+        place = (
+            place_on_page(page, job.id, job.priority, lease_id) if page is not None
+            else place_anywhere(registry.pool, job.id, job.priority)
         )
+        run = self.running[job.id] = JobRun(job=job, claim=None, locate=place.locate)
+        run.task = spawn(self._queued(run, place, action, params), about=f"queued job {job.id} on {place.name}")
         publish(Event.JOB_QUEUED, job)
         return run
 
-    async def _queued(
-        self, run: JobRun, page: ManagedPage, turn: Turn, action: Action, params: dict[str, Any], lease_id: str | None
-    ) -> None:
+    async def _queued(self, run: JobRun, place: Place, action: Action, params: dict[str, Any]) -> None:
         """A queued job: its wait for the page, then its run; or its end
         without running (its wait ran out, a cancel, its lease gone)."""
         try:
-            claim = await wait_turn(run, page, turn, lease_id)
+            claim = await wait_turn(run, place)
             if isinstance(claim, DomainError):
                 state = Job.State.CANCELLED if isinstance(claim, Cancelled) else (
                     Job.State.TIMED_OUT if isinstance(claim, QueueTimedOut) else Job.State.DONE
                 )
                 run.decided = True
-                stored = await store_end(run.job, failure(claim, page.name, time.time(), 0.0), [], state, None)
+                stored = await store_end(run.job, failure(claim, place.name, time.time(), 0.0), [], state, None)
             else:
                 run.claim = claim
-                if await on_db_thread(begin_job)(job=run.job, now=time.time()):
+                page = claim.page
+                if await on_db_thread(begin_job)(job=run.job, now=time.time(), page_id=page.name):
                     metrics.job_waited(run.job.started_at - run.job.enqueued_at)
                     publish(Event.JOB_STARTED, run.job)
                     stored = await self._execute(run, action, params)
@@ -269,7 +281,7 @@ class JobRunner:
                     raise ActionFailed(f"No plugin action {job.plugin} after the restart.", job.page_id)
                 if job.under_lease:
                     raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
-                page = registry.pages.get(job.page_id) or await registry.open(job.page_id)
+                page = None if job.page_id == ANY else (registry.pages.get(job.page_id) or await registry.open(job.page_id))
                 params = found.validate(job.params)
             except (DomainError, ApiError) as refused:
                 stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
@@ -286,8 +298,7 @@ class JobRunner:
         if run is not None and not job.ended:
             job.progress = run.progress
         if job.state == Job.State.QUEUED:
-            page = registry.pages.get(job.page_id)
-            job.queue_position = page.lock.position(job.id) if page is not None else None
+            job.queue_position = run.locate() if run is not None and run.locate is not None else None
         return job
 
     async def poll(self, job_id: str) -> Job:

@@ -131,9 +131,10 @@ def end_job(
     return job
 
 
-def begin_job(*, job: Job, now: float) -> bool:
-    """A queued job took its page: it runs from now (False: it was no longer queued)."""
-    return job.begin(now=now)
+def begin_job(*, job: Job, now: float, page_id: str) -> bool:
+    """A queued job took its page (for a job sent to `any`, the page it got):
+    it runs from now (False: it was no longer queued)."""
+    return job.begin(now=now, page_id=page_id)
 
 
 def forget_job(*, job_id: str, now: float) -> None:

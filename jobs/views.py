@@ -344,7 +344,8 @@ class JobStart:
         return options
 
     async def start(
-        self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: JobOptions
+        self, *, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions,
     ) -> HttpResponse:
         job = await self.runner.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
         job = self.runner.shown(job)

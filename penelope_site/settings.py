@@ -101,6 +101,8 @@ IDLE_TIMEOUT_S = env_float("IDLE_TIMEOUT_S", 60)
 MAX_JOBS = env_int("MAX_JOBS", 1000)
 # Jobs that may wait in one page's queue (X-Queue-Timeout); one more answers 429.
 QUEUE_MAX = env_int("QUEUE_MAX", 100)
+# A pool page (opened for `any`) left idle this long is closed.
+POOL_PAGE_IDLE_S = env_float("POOL_PAGE_IDLE_S", 300)
 MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)

@@ -15,7 +15,8 @@ from django.conf import settings
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core.api import refusal
-from core.errors import DomainError, NavigationRefused, TabLost
+from core.errors import DomainError, NavigationRefused, PageBusy, TabLost
+from core.routes import ANY
 from core.tasks import spawn
 from plugins.framework import Action, Context, Outcome, run_action
 
@@ -75,3 +76,26 @@ async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], l
     await registry.wait_for_browser(page.name, settings.PAGE_WAIT_S)
     claim = await page.acquire(lease_id, max(0.0, deadline - time.monotonic()))
     return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name}"))
+
+
+async def run_anywhere(action: Action, params: dict[str, Any]) -> Outcome:
+    """A plain call on `any`: on the first free page (or a pool page opened
+    for it), else on the first page that frees within PAGE_WAIT_S, then 409.
+    The answer's `page_id` names the page that ran it."""
+    await registry.wait_for_browser(ANY, settings.PAGE_WAIT_S)
+    pool = registry.pool
+    claim = await pool.claim_now(None)
+    if claim is None:
+        turn = pool.join(0, None)
+        try:
+            async with asyncio.timeout(settings.PAGE_WAIT_S):
+                await asyncio.shield(turn.future)
+        except TimeoutError:
+            pool.leave(turn)
+            raise PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) stayed busy or leased.", ANY) from None
+        except asyncio.CancelledError:
+            pool.leave(turn)
+            raise
+        claim = pool.claim_turn(turn, None)
+    page = claim.page
+    return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name} (any)"))

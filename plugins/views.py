@@ -20,9 +20,10 @@ from browser.schema import PAGE_ID
 from core.api import ApiError
 from core.bounded_http import MAX_HEAD_BYTES
 from core.rest import ApiView, answer, represent
+from core.routes import ANY
 from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
 from core.shapes import ErrorEnvelope, PageSuccess
-from plugins.calls import run_plain
+from plugins.calls import run_anywhere, run_plain
 from plugins.framework import Action, families, find_action
 from plugins.primitives import primitives
 
@@ -199,16 +200,20 @@ class PluginCall(ApiView):
 
     async def call(self, request: Any, data: dict[str, Any], page_id: str, family: str, action: str) -> HttpResponse:
         job_options = await self.jobs.options(request) if self.jobs else None
-        validate_page_id(page_id)
+        lease_id = request.headers.get("X-Lease")
+        anywhere = page_id == ANY
+        if anywhere and lease_id is not None:
+            raise ApiError(400, "X-Lease does not apply to any: it runs on a page nobody leases.", page_id)
+        if not anywhere:
+            validate_page_id(page_id)
         found = find_action(family, action)
         params = found.validate(data) if found else {}
-        page = registry.get(page_id)
+        page = None if anywhere else registry.get(page_id)
         if found is None:
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
-        lease_id = request.headers.get("X-Lease")
         if job_options is not None:
             return await self.jobs.start(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
-        outcome = await run_plain(page, found, params, lease_id)
+        outcome = await (run_anywhere(found, params) if anywhere else run_plain(page, found, params, lease_id))
         return answer(ActionOutcome, outcome.body, outcome.status)
 
 

@@ -203,4 +203,5 @@ def test_page_ids_and_routes_share_one_list_of_words():
             first = route.removeprefix(prefix).split("/")[0]
             if first and "<" not in first:
                 words.add(first)
-    assert words | {routes.EVENTS} == routes.RESERVED_PAGE_IDS
+    # The WebSocket's route, and `any`, which the plugin route takes in the page's place.
+    assert words | {routes.EVENTS, routes.ANY} == routes.RESERVED_PAGE_IDS

@@ -13,7 +13,7 @@ from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
 from tests.test_jobs import job_ids
 
-ENV = {"QUEUE_MAX": "3", "WEBHOOK_ATTEMPTS_S": "0", "WEBHOOK_TIMEOUT_S": "2", "CANCEL_GRACE_S": "0.5"}
+ENV = {"QUEUE_MAX": "3", "POOL_PAGE_IDLE_S": "1", "WEBHOOK_ATTEMPTS_S": "0", "WEBHOOK_TIMEOUT_S": "2", "CANCEL_GRACE_S": "0.5"}
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +201,45 @@ def test_pressure_says_what_is_running_waiting_and_refused(api):
         ended(api, job["job_id"])
     after = api.get("/pressure").json()
     assert (after["running"], after["queued"], after["oldest_queued_s"]) == (0, 0, None)
+
+
+def open_pages(api) -> set[str]:
+    return {page["page_id"] for page in api.get("/pages").json()["pages"]}
+
+
+def test_any_fills_the_pages_then_queues_for_the_first_that_frees(api):
+    holder = holding(api)  # main is busy
+    runs = [accepted(api.post("/any/plugin/testing/sleep", json={"seconds": 30}, headers={"X-Result-Ttl": "60"}))
+            for _ in range(2)]
+    assert {job["page_id"] for job in runs} == {"pool-1", "pool-2"}  # opened for them, up to MAX_PAGES (3)
+    refused = api.post("/any/plugin/testing/sleep", json={"seconds": 0}, headers={"X-Result-Ttl": "60"})
+    assert refused.status_code == 409 and refused.json()["page_id"] == "any"
+    waiting = accepted(api.post(
+        "/any/plugin/testing/sleep", json={"seconds": 0, "tag": "anywhere"},
+        headers={"X-Result-Ttl": "60", "X-Queue-Timeout": "30"},
+    ))
+    assert (waiting["state"], waiting["page_id"], waiting["queue"]["position"]) == ("queued", "any", 1)
+    release(api, runs[1]["job_id"])  # pool-2 frees first: the queued job takes it
+    done = ended(api, waiting["job_id"])
+    assert (done["state"], done["page_id"], done["result"]["tag"]) == ("done", runs[1]["page_id"], "anywhere")
+    for job in (holder, runs[0]["job_id"]):
+        release(api, job)
+    # A plain call on `any` runs on a free page and says which.
+    plain = api.post("/any/plugin/testing/sleep", json={"seconds": 0, "tag": "plain"})
+    assert plain.status_code == 200 and plain.json()["page_id"] in {"main", "pool-1", "pool-2"}
+    # Pool pages left idle for POOL_PAGE_IDLE_S (1 s here) are closed; main stays.
+    wait_until(lambda: open_pages(api) == {"main"}, what="the idle pool pages to close")
+
+
+def test_any_never_takes_a_leased_page_and_refuses_a_lease(api):
+    lease = api.post("/main/lease", json={"ttl": 30}).json()["lease"]
+    try:
+        answer = api.post("/any/plugin/testing/sleep", json={"seconds": 0, "tag": "not-main"})
+        assert answer.status_code == 200 and answer.json()["page_id"].startswith("pool-")
+        refused = api.post("/any/plugin/testing/sleep", json={"seconds": 0}, headers={"X-Lease": lease})
+        assert refused.status_code == 400 and "X-Lease" in refused.json()["error"]
+    finally:
+        api.request("DELETE", "/main/lease", headers={"X-Lease": lease})
 
 
 @pytest.mark.parametrize(

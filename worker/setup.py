@@ -51,6 +51,13 @@ async def check_browser_memory() -> None:
         browser.memory_checked(await asyncio.to_thread(charged_bytes))
 
 
+async def close_idle_pool_pages() -> None:
+    """POOL_PAGE_IDLE_S: the pages `any` opened and nobody used since."""
+    from browser.registry import registry
+
+    await registry.pool.close_idle()
+
+
 async def log_browser_events() -> None:
     """The browser's relaunches and the pages' crashes, into the request log."""
     from activity import log as request_log
@@ -86,6 +93,7 @@ def build_runtime() -> Runtime:
     runtime.services.append(log_browser_events)
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
+    runtime.loops.append(Loop("pool pages", close_idle_pool_pages, min(settings.POOL_PAGE_IDLE_S, 30)))
     if settings.BROWSER_MAX_MB:
         runtime.loops.append(Loop("browser memory", check_browser_memory, settings.BROWSER_CHECK_S))
     # After the jobs are cancelled, so their rows are written too.
