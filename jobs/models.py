@@ -149,10 +149,11 @@ class Job(models.Model):
     # A queued job (X-Queue-Timeout): its priority (X-Priority), when it was
     # accepted, when its wait for the page runs out, and whether it waits
     # under a lease (a restart drops leases: it then ends 423).
-    priority = models.SmallIntegerField(default=0)
+    # Database defaults too: a row written by an older worker, or by hand, is a plain job.
+    priority = models.SmallIntegerField(default=0, db_default=0)
     enqueued_at = models.FloatField(null=True, blank=True)
     queue_deadline = models.FloatField(null=True, blank=True)
-    under_lease = models.BooleanField(default=False)
+    under_lease = models.BooleanField(default=False, db_default=False)
     # An idempotent start's key, and a digest of the request it came with.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     request_digest = models.CharField(max_length=64, null=True, blank=True)
