@@ -4,6 +4,7 @@ OpenAPI document; each route's own shapes live beside its view."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -51,3 +52,144 @@ class Success(serializers.Serializer):
 
 class PageSuccess(Success):
     page_id = serializers.CharField(help_text="The page the answer concerns.")
+
+
+# --- string parameters, taken as sent ----------------------------------------------------
+#
+# Patterns here are read alike by Python's `re` (the server) and by ECMA-262
+# and jsonschema-rs (the OpenAPI document and its readers): explicit classes
+# and `\uXXXX` escapes only, no `\d`, `\s`, `\w` (Unicode-wide in Python,
+# not in ECMA), no lookaround (fuzzers generate from them) and no `\Z`.
+
+NO_NUL = "[^\\u0000]*"  # DRF's CharField refuses NUL (ProhibitNullCharactersValidator)
+
+
+class FullMatch:
+    """A validator: the whole value matches `pattern` (Python's `$` also
+    matches before a trailing newline; `fullmatch` does not)."""
+
+    def __init__(self, pattern: str, message: str) -> None:
+        self.compiled = re.compile(pattern)
+        self.message = message
+
+    def __call__(self, value: str) -> None:
+        if not self.compiled.fullmatch(value):
+            raise serializers.ValidationError(self.message, code="invalid")
+
+
+class Text(serializers.CharField):
+    """A string parameter taken exactly as the client sent it.
+
+    DRF's CharField trims a value before it checks its length, and
+    `str.strip` also strips the controls \\x1c-\\x1f and Unicode spaces: a
+    value one character over its `maxLength` passed, and `"\\x1c"` answered
+    "may not be blank" under `minLength: 1`. A Text is not trimmed, so its
+    length is checked on what was sent, and the browser gets the value as
+    sent. Its `pattern` goes into the OpenAPI document (`schema_pattern`, read
+    by `plugins.schema.field_schema`); with `invalid`, the field checks it
+    (the whole value must match) and answers that sentence, without, the
+    serializer does, in a sentence that names more."""
+
+    def __init__(self, *, pattern: str | None = None, invalid: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.schema_pattern = f"^(?:{pattern or NO_NUL})$"
+        if pattern is not None and invalid is not None:
+            self.validators.append(FullMatch(pattern, invalid))
+
+    def to_internal_value(self, data: Any) -> str:
+        # DRF's CharField takes a number as its digits; the document says string.
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string.", code="invalid")
+        return super().to_internal_value(data)
+
+
+class Flag(serializers.BooleanField):
+    """A true/false parameter: JSON's `true` and `false`, or in a query string
+    the words DRF reads (`true`, `1`, `yes`, `on`, …). DRF's BooleanField also
+    takes the numbers 1 and 0 in a JSON body, where the document says boolean."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool | str):
+            self.fail("invalid", input=data)
+        return super().to_internal_value(data)
+
+
+# What Django's URLValidator (DRF's URLField) accepts, as one pattern: its own
+# regular expression with its lookarounds spelled out and IGNORECASE expanded,
+# and what it checks besides: \t, \r and \n nowhere, the scheme one of
+# http, https, ftp and ftps, urlsplit's refusals (a lone bracket, a netloc
+# character whose NFKC form is one of / ? # @ :, a user name opening with ? or #),
+# a bracketed host a valid
+# IPv6 address. Not in it: a host name of at most 253 characters (said in the
+# description), and IPv6 addresses with an embedded IPv4 part (refused here,
+# accepted by the server).
+MAX_URL_LENGTH = 2048  # django.core.validators.MAX_URL_LENGTH: URLValidator's own limit
+
+
+def python_spaces() -> str:
+    """What Python's `\\s` matches in a str, as escapes for a class."""
+    return "".join(f"\\u{code:04x}" for code in range(0x3001) if re.match(r"\s", chr(code)))
+
+
+def _class_range(low: int, high: int, without: set[int]) -> str:
+    """`low`-`high` less `without`, as escaped class ranges."""
+    ranges, start = [], None
+    for code in range(low, high + 2):
+        inside = code <= high and code not in without
+        if inside and start is None:
+            start = code
+        elif not inside and start is not None:
+            ranges.append(f"\\u{start:04x}" if start == code - 1 else f"\\u{start:04x}-\\u{code - 1:04x}")
+            start = None
+    return "".join(ranges)
+
+
+def _ipv6_pattern() -> str:
+    h4 = "[0-9a-fA-F]{1,4}"
+    forms = [f"(?:{h4}:){{7}}{h4}"]
+    for left in range(8):
+        head = f"(?:{h4}:){{{left - 1}}}{h4}" if left else ""
+        right = 7 - left
+        tail = f"(?:{h4}(?::{h4}){{0,{right - 1}}})?" if right else ""
+        forms.append(f"{head}::{tail}")
+    return "|".join(forms)
+
+
+def url_pattern() -> str:
+    spaces = python_spaces()
+    nfkc_bad = {0x2047, 0x2048, 0x2049, 0x2100, 0x2101, 0x2105, 0x2106, 0x2A74,
+                0xFE13, 0xFE16, 0xFE55, 0xFE56, 0xFE5F, 0xFE6B, 0xFF03, 0xFF0F, 0xFF1A, 0xFF1F, 0xFF20}  # fmt: skip
+    wide = _class_range(0xA1, 0xFFFF, nfkc_bad)  # Django's "\u00a1-\uffff", less what urlsplit refuses
+    letter = f"a-zA-Z{wide}"
+    name = f"a-zA-Z0-9{wide}"
+    label = f"[{name}](?:[{name}-]{{0,61}}[{name}])?"
+    tld = f"\\.(?:[{letter}][{letter}-]{{0,61}}[{letter}]|[xX][nN]--[a-zA-Z0-9\\u0130\\u0131\\u017f\\u212a]{{1,59}})\\.?"
+    host = f"{label}(?:\\.{label})*{tld}|[lL][oO][cC][aA][lL][hH][oO][sS][tT]"
+    octet = "(?:0|25[0-5]|2[0-4][0-9]|1[0-9]?[0-9]?|[1-9][0-9]?)"
+    ipv4 = f"{octet}(?:\\.{octet}){{3}}"
+    refused = "".join(f"\\u{code:04x}" for code in sorted(nfkc_bad))
+    userinfo_char = f"[^{spaces}\\u0000:@/\\[\\]{refused}]"
+    # A user name opening with ? or # leaves urlsplit an empty netloc, so no host.
+    userinfo_first = f"[^{spaces}\\u0000:@/\\[\\]?#{refused}]"
+    scheme = "(?:[hH][tT][tT][pP][sS]?|[fF][tT][pP][sS]?)"
+    return (
+        f"{scheme}://(?:{userinfo_first}{userinfo_char}*(?::{userinfo_char}*)?@)?"
+        f"(?:{ipv4}|\\[(?:{_ipv6_pattern()})\\]|{host})"
+        f"(?::[0-9]{{1,5}})?(?:[/?#][^{spaces}\\u0000]*)?"
+    )
+
+
+URL_PATTERN = url_pattern()
+
+
+class Url(serializers.URLField):
+    """A URL parameter, taken as sent (not trimmed), that Django's URLValidator
+    accepts: at most 2048 characters whatever `max_length` says, and
+    `URL_PATTERN` in the document."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs["max_length"] = min(kwargs.get("max_length", MAX_URL_LENGTH), MAX_URL_LENGTH)
+        super().__init__(**kwargs)
+        self.schema_pattern = f"^(?:{URL_PATTERN})$"

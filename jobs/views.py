@@ -80,6 +80,26 @@ def ttl_pattern(most: float) -> str:
     return f"(?:{whole}{fraction_only}|0*{top}(?:\\.0*)?)"
 
 
+# Idempotency-Key as the server reads it: printable ASCII (jobs.options), and
+# HTTP drops the spaces around a header's value, so none at either end.
+IDEMPOTENCY_KEY_SCHEMA_PATTERN = f"^[!-~](?:[ -~]{{0,{MAX_IDEMPOTENCY_KEY - 2}}}[!-~])?$"
+
+
+def callback_schema() -> dict[str, Any]:
+    """X-Callback-Url: http or https, printable ASCII with no space (a header
+    is ASCII; an international host goes in its xn-- form), at most
+    MAX_CALLBACK_LENGTH; that it has a host the webhook can be sent to, the
+    description says (`jobs.options.parse_callback`)."""
+    authority = "[!\"$-.0-:;-=>@-~]"  # printable ASCII but space, / ? and #
+    # No `format: uri`: RFC 3986 refuses characters (`|`, `{`) the server takes.
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CALLBACK_LENGTH,
+        "pattern": f"^[hH][tT][tT][pP][sS]?://{authority}+(?:[/?#][!-~]*)?$",
+    }
+
+
 def job_description() -> dict:
     """What jobs add to the plugin route's description (see `JobStart.describe`)."""
     return {
@@ -90,29 +110,35 @@ def job_description() -> dict:
                 OpenApiParameter.HEADER,
                 description=(
                     "Run the call as a polling job: answer 202 at once and hold the result this many seconds "
-                    f"after the job ends (at most MAX_TTL_S, {settings.MAX_TTL_S:g}). Not with {CALLBACK_HEADER}."
+                    f"after the job ends (at most MAX_TTL_S, {settings.MAX_TTL_S:g}). Not with {CALLBACK_HEADER} "
+                    "(both: 400)."
                 ),
             ),
             OpenApiParameter(
                 CALLBACK_HEADER,
-                {"type": "string", "format": "uri", "maxLength": MAX_CALLBACK_LENGTH},
+                callback_schema(),
                 OpenApiParameter.HEADER,
                 description=(
                     "Run the call as a webhook job: answer 202 at once and POST the job, as its poll shows it, "
-                    f"to this absolute http or https URL when it ends. Not with {TTL_HEADER}. With "
+                    f"to this absolute http or https URL with a host, at most {MAX_CALLBACK_LENGTH} characters, "
+                    f"when it ends. Not with {TTL_HEADER} (both: 400). With "
                     "WEBHOOK_REFUSE_PRIVATE=1, a URL into loopback, private or link-local networks answers 400."
                 ),
             ),
             OpenApiParameter(
                 IDEMPOTENCY_HEADER,
-                # No pattern here: a plain call ignores the header, whatever its value.
-                {"type": "string"},
+                # The pattern holds for job starts. A plain call ignores the
+                # header, whatever its value: a rule between headers, which
+                # OpenAPI 3.0 cannot state, so the description says it.
+                {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY, "pattern": IDEMPOTENCY_KEY_SCHEMA_PATTERN},
                 OpenApiParameter.HEADER,
                 description=(
-                    f"With a job header: 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters (else 400). A repeat "
+                    f"With a job header ({TTL_HEADER} or {CALLBACK_HEADER}): 1 to {MAX_IDEMPOTENCY_KEY} printable "
+                    "ASCII characters (else 400). A repeat "
                     "of this start (same route, page, parameters and job headers) while its job is held answers the "
                     "same 202 and starts nothing; the same key with another request answers 422, and a repeat while "
-                    "the first start is still being stored 409. Ignored on plain calls."
+                    "the first start is still being stored 409. A plain call (no job header) ignores the header, "
+                    "whatever its value."
                 ),
             ),
             OpenApiParameter(

@@ -14,11 +14,13 @@ from django.conf import settings
 from playwright.async_api import Page
 from rest_framework import serializers
 
+from core.shapes import Text
 from plugins.framework import Context, Family, PluginError
 
 family = Family("demo")
 
-HANDLE_PATTERN = r"^(?!\.+\Z)[a-z0-9_.]{1,30}\Z"
+# 1 to 30 (max_length) of a-z, 0-9, _ and ., not dots only.
+HANDLE_PATTERN = r"[a-z0-9_.]*[a-z0-9_][a-z0-9_.]*"
 # How long one scroll may take to bring new entries, beyond the page's delay.
 LOAD_WAIT_MS = 15_000
 # Hosts a server listens on that a browser cannot dial.
@@ -36,11 +38,7 @@ def demo_url(path: str = "") -> str:
 
 
 class HandleParams(serializers.Serializer):
-    handle = serializers.RegexField(
-        HANDLE_PATTERN,
-        max_length=30,
-        error_messages={"invalid": "A handle is 1 to 30 of a-z, 0-9, '_' and '.'."},
-    )
+    handle = Text(pattern=HANDLE_PATTERN, max_length=30, invalid="A handle is 1 to 30 of a-z, 0-9, '_' and '.'.")
 
 
 class FollowingParams(HandleParams):

@@ -13,6 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from rest_framework import serializers
 
+from core.shapes import Flag, Text, Url
 from plugins.framework import Context, Family, PluginError
 
 primitives = Family("primitive")
@@ -21,7 +22,7 @@ TIMEOUT_MS = serializers.IntegerField(min_value=0, max_value=600_000, default=30
 
 
 class GotoParams(serializers.Serializer):
-    url = serializers.URLField(max_length=4096)
+    url = Url()
     wait_until = serializers.ChoiceField(choices=["load", "domcontentloaded", "networkidle", "commit"], default="load")
     timeout_ms = TIMEOUT_MS
 
@@ -33,7 +34,7 @@ async def goto(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 
 class SelectorParams(serializers.Serializer):
-    selector = serializers.CharField(max_length=1000)
+    selector = Text(max_length=1000)
     timeout_ms = TIMEOUT_MS
 
 
@@ -44,7 +45,7 @@ async def click(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
 
 
 class FillParams(SelectorParams):
-    value = serializers.CharField(max_length=100_000, allow_blank=True, trim_whitespace=False)
+    value = Text(max_length=100_000, allow_blank=True)
 
 
 @primitives.action("fill", params=FillParams)
@@ -54,8 +55,8 @@ async def fill(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 
 class PressParams(serializers.Serializer):
-    key = serializers.CharField(max_length=100)
-    selector = serializers.CharField(max_length=1000, required=False)
+    key = Text(max_length=100)
+    selector = Text(max_length=1000, required=False)
     timeout_ms = TIMEOUT_MS
 
 
@@ -93,8 +94,8 @@ async def scroll(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
 
 
 class WaitParams(serializers.Serializer):
-    ms = serializers.IntegerField(min_value=0, max_value=600_000, required=False)
-    selector = serializers.CharField(max_length=1000, required=False)
+    ms = serializers.IntegerField(min_value=0, max_value=600_000, required=False, help_text="Not with selector.")
+    selector = Text(max_length=1000, required=False, help_text="Give ms or selector, one of the two.")
     state = serializers.ChoiceField(choices=["attached", "detached", "visible", "hidden"], default="visible")
     timeout_ms = TIMEOUT_MS
 
@@ -114,7 +115,7 @@ async def wait(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 
 class EvaluateParams(serializers.Serializer):
-    expression = serializers.CharField(max_length=100_000)
+    expression = Text(max_length=100_000)
 
 
 @primitives.action("evaluate", params=EvaluateParams)
@@ -144,7 +145,7 @@ async def content(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
 
 
 class ScreenshotParams(serializers.Serializer):
-    full_page = serializers.BooleanField(default=False)
+    full_page = Flag(default=False)
 
 
 @primitives.action("screenshot", params=ScreenshotParams)

@@ -1,11 +1,14 @@
-"""Each plugin action's parameters in the OpenAPI document.
+"""Each plugin action's and primitive's parameters in the OpenAPI document.
 
-The plugin routes take any family's parameters, so their request body is a
-free-form object; this hook adds one component schema per action
-(`web.open.params`, …), drawn from the serializer the action validates
-with, and lists them on the plugin operations under `x-actions`, so a client
-generator or a reader finds every action's parameters, types, limits and
-defaults in the document."""
+The plugin and primitive routes take any action's parameters, so their
+request body is a free-form object; this hook adds one component schema per
+action (`web.open.params`, `primitive.goto.params`, …), drawn from the
+serializer the action validates with, and lists them on the plugin and
+primitive operations under `x-actions`, so a client generator or a reader
+finds every action's parameters, types, limits, patterns and defaults in the
+document. A rule between parameters (`quality` only with jpeg, `max_pages`
+only with `next`, one of `selector` and `function`), which OpenAPI 3.0
+cannot state, is said in the description of the parameters it binds."""
 
 from __future__ import annotations
 
@@ -13,25 +16,36 @@ from typing import Any
 
 from rest_framework import serializers
 
-from plugins.framework import families
+from plugins.framework import Action, families
+from plugins.primitives import primitives
 
 PLUGIN_PATH = "/api/v1/{page_id}/plugin/{family}/{action}"
+PRIMITIVE_PATH = "/api/v1/{page_id}/primitive/{name}"
 
 
 def action_parameters(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """Postprocessing hook: the actions' parameter schemas as components."""
+    """Postprocessing hook: the actions' parameter schemas as components,
+    listed under `x-actions` by route (`web/open`) on the plugin operations
+    and by name (`goto`) on the primitive operation."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
-    actions = {}
-    for family in families().values():
-        for action in family.actions.values():
-            name = f"{action.family}.{action.name}.params"
-            described = params_schema(action.params) if action.params else {"type": "object", "properties": {}}
-            described["description"] = (action.run.__doc__ or f"The parameters of {action.route}.").strip().split("\n\n")[0]
-            components[name] = described
-            actions[action.route] = {"$ref": f"#/components/schemas/{name}"}
-    for operation in result.get("paths", {}).get(PLUGIN_PATH, {}).values():
-        operation["x-actions"] = actions
+    plugin_actions = {
+        action.route: component(components, action) for family in families().values() for action in family.actions.values()
+    }
+    primitive_actions = {name: component(components, action) for name, action in primitives.actions.items()}
+    paths = result.get("paths", {})
+    for path, actions in ((PLUGIN_PATH, plugin_actions), (PRIMITIVE_PATH, primitive_actions)):
+        for operation in paths.get(path, {}).values():
+            operation["x-actions"] = actions
     return result
+
+
+def component(components: dict[str, Any], action: Action) -> dict[str, str]:
+    """Add the action's parameter schema to the components; answer its `$ref`."""
+    name = f"{action.family}.{action.name}.params"
+    described = params_schema(action.params) if action.params else {"type": "object", "properties": {}}
+    described["description"] = (action.run.__doc__ or f"The parameters of {action.route}.").strip().split("\n\n")[0]
+    components[name] = described
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def params_schema(shape: type[serializers.Serializer]) -> dict[str, Any]:
@@ -55,11 +69,18 @@ def field_schema(field: serializers.Field) -> dict[str, Any]:
         described = {"type": "array", "items": field_schema(field.child)}
         bounds(described, field, "min_length", "minItems", "max_length", "maxItems")
     elif isinstance(field, serializers.MultipleChoiceField):
-        described = {"type": "array", "items": {"enum": list(field.choices)}, "uniqueItems": True}
+        # A name given twice counts once, so repeats are not refused: no uniqueItems.
+        described = {"type": "array", "items": {"enum": list(field.choices)}}
+        if not field.allow_empty:
+            described["minItems"] = 1
     elif isinstance(field, serializers.ChoiceField):
         described = {"enum": list(field.choices)}
     elif isinstance(field, serializers.DictField):
         described = {"type": "object", "additionalProperties": field_schema(field.child)}
+        if not field.allow_empty:
+            described["minProperties"] = 1
+        if getattr(field, "max_properties", None) is not None:
+            described["maxProperties"] = field.max_properties
     elif isinstance(field, serializers.BooleanField):
         described = {"type": "boolean"}
     elif isinstance(field, serializers.IntegerField):
@@ -71,21 +92,36 @@ def field_schema(field: serializers.Field) -> dict[str, Any]:
     elif isinstance(field, serializers.JSONField):
         described = {}
     elif isinstance(field, serializers.CharField):
+        # A URL has its pattern (core.shapes.Url), not `format: uri`: RFC 3986
+        # refuses what the server takes (an international host, a `|`).
         described = {"type": "string"}
-        if isinstance(field, serializers.URLField):
-            described["format"] = "uri"
-        bounds(described, field, "min_length", "minLength", "max_length", "maxLength")
-        if not field.allow_blank and "minLength" not in described:
-            described["minLength"] = 1
+        if not field.trim_whitespace:
+            bounds(described, field, "min_length", "minLength", "max_length", "maxLength")
+            if not field.allow_blank and "minLength" not in described:
+                described["minLength"] = 1
+        if getattr(field, "schema_pattern", None):
+            described["pattern"] = field.schema_pattern  # core.shapes.Text and Url
     else:
         described = {}
+    notes = [str(field.help_text)] if field.help_text else []
+    if isinstance(field, serializers.URLField):
+        notes.append("An http, https, ftp or ftps URL whose host is at most 253 characters.")
+    if isinstance(field, serializers.CharField) and field.trim_whitespace:
+        # A plain CharField (a family of the user's own) trims before it checks:
+        # its length limits hold for what remains, which no keyword can say.
+        low = field.min_length or (0 if field.allow_blank else 1)
+        high = f"at most {field.max_length}" if field.max_length is not None else "any number of"
+        notes.append(
+            "Surrounding whitespace (Python's: \\x1c-\\x1f and Unicode spaces too) is trimmed first; "
+            f"what remains is at least {low} and {high} characters."
+        )
     if field.default is not serializers.empty and not callable(field.default):
         default = field.default
         described["default"] = sorted(default) if isinstance(default, set) else default
     if getattr(field, "allow_null", False):
         described["nullable"] = True
-    if field.help_text:
-        described["description"] = str(field.help_text)
+    if notes:
+        described["description"] = " ".join(notes)
     return described
 
 

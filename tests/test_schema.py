@@ -24,6 +24,7 @@ import schemathesis
 from django.urls import URLPattern, get_resolver
 from drf_spectacular.validation import validate_schema
 
+from core.shapes import URL_PATTERN
 from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.conftest import worker_env
 
@@ -31,15 +32,31 @@ from tests.conftest import worker_env
 # navigation the fuzzer provokes fails at once instead of leaving the machine
 # (tests/support/schema_hooks.py keeps webhook URLs on loopback too).
 DEAD_PROXY = "http://127.0.0.1:9"
-# Examples per operation and phase; the run takes well under a minute.
+# Examples per operation and phase, for the routes and for each action's own
+# operation (there are some forty of those).
 FUZZ_EXAMPLES = int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "50"))
+ACTION_FUZZ_EXAMPLES = int(os.environ.get("SCHEMA_ACTION_FUZZ_EXAMPLES", "5"))
+# Each action is fuzzed through its JSON body; its query-string form (GET)
+# too with SCHEMA_ACTION_FUZZ_METHODS=get,post, which doubles the run's time
+# (each case is a browser step, about 50 ms; the coverage phase alone makes
+# some fifty cases an operation, whatever the examples).
+ACTION_FUZZ_METHODS = tuple(os.environ.get("SCHEMA_ACTION_FUZZ_METHODS", "post").split(","))
 FUZZ_SEED = os.environ.get("SCHEMA_FUZZ_SEED", "20261202")
 # Every check that judges the answers. Left out: positive_data_acceptance,
 # which wants a 2xx for every schema-valid request, but a valid request can
 # rightly be refused by the worker's state (a page not open: 404; leased: 423;
-# busy: 409) or by a rule between headers (X-Callback-Url with X-Result-Ttl: 400).
+# busy: 409), by what the page holds (nothing matches: 404; a wait runs out:
+# 408; a selector or expression the browser refuses: 400) or by a rule
+# between parameters that OpenAPI 3.0 cannot state, which each parameter's
+# description says (X-Callback-Url with X-Result-Ttl, `quality` with png,
+# `max_pages` without `next`: 400; tests/test_schema_constraints.py checks
+# each). negative_data_rejection is in: whatever the document refuses, the
+# worker refuses.
 FUZZ_CHECKS = ["all"]
 FUZZ_EXCLUDED_CHECKS = ["positive_data_acceptance"]
+# What not_a_server_error takes: all but 5xx, and 502.
+NOT_SERVER_ERRORS = ["2xx", "3xx", "4xx", "502"]
+REFUSALS = ["400", "401", "403", "404", "405", "406", "409", "413", "414", "415", "422", "428", "429", "5xx"]
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +161,18 @@ def test_every_action_has_its_parameter_schema_in_the_document(document: dict):
         assert {"web/open", "web/collect", "web/wait", "web/cookies", "demo/get-following", "testing/sleep"} <= set(actions)
         for route, ref in actions.items():
             assert ref["$ref"] == f"#/components/schemas/{route.replace('/', '.')}.params"
+    primitives = document["paths"]["/api/v1/{page_id}/primitive/{name}"]["post"]["x-actions"]
+    assert set(primitives) == {"goto", "click", "fill", "press", "scroll", "wait", "evaluate", "content", "screenshot"}
+    assert primitives["goto"] == {"$ref": "#/components/schemas/primitive.goto.params"}
     opened = components["web.open.params"]
     assert opened["required"] == ["url"]
-    assert opened["properties"]["url"] == {"type": "string", "format": "uri", "maxLength": 4096, "minLength": 1}
+    url = opened["properties"]["url"]
+    assert {key: url[key] for key in ("type", "maxLength", "minLength")} == {"type": "string", "maxLength": 2048, "minLength": 1}
+    assert "format" not in url  # `uri` (RFC 3986) refuses international hosts the worker takes: the pattern says it
+    assert url["pattern"] == f"^(?:{URL_PATTERN})$"
     assert opened["properties"]["timeout_ms"] == {"type": "integer", "minimum": 1, "maximum": 600000, "default": 30000}
     assert opened["properties"]["block"]["items"] == {"enum": ["image", "font", "media", "stylesheet"]}
-    assert opened["properties"]["wait_for"]["properties"]["state"] == {"enum": ["attached", "visible", "hidden", "detached"]}
+    assert opened["properties"]["wait_for"]["properties"]["state"]["enum"] == ["attached", "visible", "hidden", "detached"]
     fields = components["web.collect.params"]["properties"]["fields"]["additionalProperties"]
     assert set(fields["properties"]) == {"selector", "attribute"}
     assert components["web.clear-storage.params"]["properties"]["types"]["default"] == ["cache", "local_storage", "session_storage"]
@@ -355,10 +378,81 @@ def test_too_many_query_parameters_answer_400_not_500(api: httpx.Client, conform
 
 # --- schemathesis against the live worker -------------------------------------------------
 
+PLUGIN_PATH = "/api/v1/{page_id}/plugin/{family}/{action}"
+PRIMITIVE_PATH = "/api/v1/{page_id}/primitive/{name}"
+# The families the product ships; `testing` is this suite's own stand-ins
+# (a crash, a sleep of up to 600 s), fuzzed through the generic route only.
+PRODUCT_FAMILIES = ("web", "demo")
+FUZZ_PAGE = "main"
+SCALAR_TYPES = ("string", "integer", "number", "boolean")
 
-def run_schemathesis(worker: WorkerProcess, schema_file: Path, workdir: Path, *selection: str) -> subprocess.CompletedProcess:
+
+def action_operations(document: dict, methods: tuple[str, ...] = ("get", "post")) -> dict[str, dict]:
+    """Every product action and every primitive as an operation of its own,
+    on the page `main`: its parameters from its `x-actions` schema, as the
+    JSON body (POST) and, those that are not objects or lists, as the query
+    (GET). The job and lease headers are fuzzed on the generic routes."""
+    components = document["components"]["schemas"]
+    paths: dict[str, dict] = {}
+
+    def derive(generic: dict, route: str, ref: dict, method: str) -> dict:
+        params = components[ref["$ref"].rsplit("/", 1)[1]]
+        derived = {
+            key: value for key, value in generic.items() if key not in ("parameters", "requestBody", "callbacks", "x-actions")
+        }
+        derived["operationId"] = f"{generic['operationId']}.{route}"
+        derived["parameters"] = []
+        derived["x-fuzz-params"] = sorted(params["properties"])
+        if method == "post":
+            # Not required: a POST without a body is taken as `{}`.
+            derived["requestBody"] = {"content": {"application/json": {"schema": ref}}}
+        else:
+            for name, schema in params["properties"].items():
+                if schema.get("type", "string" if "enum" in schema else None) in SCALAR_TYPES:
+                    required = name in params.get("required", ())
+                    derived["parameters"].append({"name": name, "in": "query", "required": required, "schema": schema})
+        return derived
+
+    plugin = document["paths"][PLUGIN_PATH]
+    for route, ref in plugin["get"]["x-actions"].items():
+        if route.split("/")[0] in PRODUCT_FAMILIES:
+            paths[f"/api/v1/{FUZZ_PAGE}/plugin/{route}"] = {
+                method: derive(plugin[method], route, ref, method) for method in methods
+            }
+    primitive = document["paths"][PRIMITIVE_PATH]["post"]
+    for name, ref in primitive["x-actions"].items():
+        paths[f"/api/v1/{FUZZ_PAGE}/primitive/{name}"] = {"post": derive(primitive, name, ref, "post")}
+    return paths
+
+
+def test_every_product_action_and_primitive_is_fuzzed_as_its_own_operation(document: dict):
+    derived = action_operations(document)
+    actions = document["paths"][PLUGIN_PATH]["get"]["x-actions"]
+    assert {path.split("/plugin/")[1] for path in derived if "/plugin/" in path} == {
+        route for route in actions if route.split("/")[0] in PRODUCT_FAMILIES
+    }
+    assert {path.rsplit("/", 1)[1] for path in derived if "/primitive/" in path} == set(
+        document["paths"][PRIMITIVE_PATH]["post"]["x-actions"]
+    )
+    opened = derived["/api/v1/main/plugin/web/open"]
+    assert {p["name"] for p in opened["get"]["parameters"]} >= {"url", "timeout_ms", "wait_until", "user_agent"}
+    assert "wait_for" not in {p["name"] for p in opened["get"]["parameters"]}  # an object: POST only
+    assert opened["post"]["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/web.open.params"}
+    validate_schema({**document, "paths": {**document["paths"], **derived}})
+
+
+
+def run_schemathesis(
+    worker: WorkerProcess, schema_file: Path, workdir: Path, *selection: str, examples: int = FUZZ_EXAMPLES
+) -> subprocess.CompletedProcess:
     config = workdir / "schemathesis.toml"
-    config.write_text(f'[auth.openapi.bearerAuth]\nbearer = "{worker.key}"\n')
+    config.write_text(
+        f'[auth.openapi.bearerAuth]\nbearer = "{worker.key}"\n'
+        # 502 is the browser failing a step, documented: behind the dead proxy every page load fails so.
+        f"[checks.not_a_server_error]\nexpected-statuses = {json.dumps(NOT_SERVER_ERRORS)}\n"
+        # 413 and 414 refuse too: a body, or a request line and headers, past the worker's limits.
+        f"[checks.negative_data_rejection]\nexpected-statuses = {json.dumps(REFUSALS)}\n"
+    )
     command = [
         sys.executable, "-m", "schemathesis.cli",
         "--config-file", str(config),
@@ -367,7 +461,7 @@ def run_schemathesis(worker: WorkerProcess, schema_file: Path, workdir: Path, *s
         "--checks", ",".join(FUZZ_CHECKS),
         "--exclude-checks", ",".join(FUZZ_EXCLUDED_CHECKS),
         "--phases", "examples,coverage,fuzzing",
-        "--max-examples", str(FUZZ_EXAMPLES),
+        "--max-examples", str(examples),
         "--seed", FUZZ_SEED,
         "--workers", "1",
         "--request-timeout", "30",
@@ -388,20 +482,30 @@ def test_schemathesis_finds_no_server_error_and_no_nonconforming_answer(
     worker: WorkerProcess, document: dict, tmp_path: Path
 ):
     schema_file = tmp_path / "schema.json"
-    schema_file.write_text(json.dumps(document))
+    derived = action_operations(document)  # both methods listed: the Allow header check reads them
+    schema_file.write_text(json.dumps({**document, "paths": {**document["paths"], **derived}}))
     began = time.monotonic()
     # Leases last: a lease the fuzzer takes on main (up to 600 s) would turn
     # every later call on main into a 423 and hide the answers behind it.
-    runs = [
-        run_schemathesis(worker, schema_file, tmp_path, "--exclude-path-regex", "/lease$"),
-        run_schemathesis(worker, schema_file, tmp_path, "--include-path-regex", "/lease$"),
-    ]
+    actions = f"^/api/v1/{FUZZ_PAGE}/(plugin|primitive)/"
+    runs = []
+    for selection, examples in (
+        (("--exclude-path-regex", f"/lease$|{actions}"), FUZZ_EXAMPLES),
+        (("--include-path-regex", actions, *(() if "get" in ACTION_FUZZ_METHODS else ("--exclude-method", "GET"))), ACTION_FUZZ_EXAMPLES),
+        (("--include-path-regex", "/lease$"), FUZZ_EXAMPLES),
+    ):
+        started = time.monotonic()
+        runs.append(run_schemathesis(worker, schema_file, tmp_path, *selection, examples=examples))
+        print(f"schemathesis {selection[1]}: {time.monotonic() - started:.1f} s")
     for run in runs:
         summary = run.stdout[-12000:]
         assert run.returncode == 0, f"schemathesis failed (seed {FUZZ_SEED}):\n{summary}\n{run.stderr[-4000:]}"
         cases = re.search(r"\d+ generated, \d+ passed", run.stdout)
         assert cases, summary
         print(f"schemathesis: {cases.group()}")
-    print(f"schemathesis: {time.monotonic() - began:.1f} s, seed {FUZZ_SEED}, {FUZZ_EXAMPLES} examples")
+    # Every action's own operation was run.
+    fuzzed = sum(1 for methods in derived.values() for method in methods if method in ACTION_FUZZ_METHODS)
+    assert f"Tested: {fuzzed}" in runs[1].stdout, runs[1].stdout[-3000:]
+    print(f"schemathesis: {time.monotonic() - began:.1f} s, seed {FUZZ_SEED}, {FUZZ_EXAMPLES}/{ACTION_FUZZ_EXAMPLES} examples")
     # No view raised out to the envelope's last resort over the whole module.
     assert "unexpected error in" not in worker.log(), worker.log()

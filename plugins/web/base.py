@@ -16,13 +16,14 @@ from playwright.async_api import Page, Route
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.shapes import Text
 from plugins.framework import ActionFn, Context, Family, PluginError, first_line
 
 log = logging.getLogger("penelope.plugins")
 
 family = Family("web")
 
-SELECTOR = serializers.CharField(max_length=1000)
+SELECTOR = Text(max_length=1000)
 BLOCKABLE = ["image", "font", "media", "stylesheet"]
 # RFC 9110's token: what a header name may be made of.
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
@@ -33,14 +34,17 @@ BROWSER_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade", "te", "trailer", "expect"}
 )
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+# A header value: one line, a tab the only control character in it.
+HEADER_VALUE = "[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*"
 
 
 class WaitFor(serializers.Serializer):
     """Either a selector reaching a state, or a JavaScript expression becoming truthy."""
 
-    selector = serializers.CharField(max_length=1000, required=False)
-    state = serializers.ChoiceField(choices=["attached", "visible", "hidden", "detached"], required=False)
-    function = serializers.CharField(max_length=100_000, required=False)
+    selector = Text(max_length=1000, required=False, help_text="Not with function.")
+    state = serializers.ChoiceField(choices=["attached", "visible", "hidden", "detached"], required=False,
+                                    help_text="With selector only (visible when left out).")  # fmt: skip
+    function = Text(max_length=100_000, required=False, help_text="Not with selector; give one of the two.")
     timeout_ms = serializers.IntegerField(min_value=0, max_value=600_000, default=30_000)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +65,9 @@ class Viewport(serializers.Serializer):
 class HeaderMap(serializers.DictField):
     """Extra HTTP headers: names are tokens, values one line each."""
 
-    child = serializers.CharField(max_length=8192, allow_blank=True, trim_whitespace=False)
+    # The value's pattern is in the document; the map checks it, naming the header.
+    child = Text(max_length=8192, allow_blank=True, pattern=HEADER_VALUE)
+    max_properties = MAX_HEADERS
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
         headers = super().to_internal_value(data)
@@ -80,9 +86,15 @@ class HeaderMap(serializers.DictField):
 class WebParams(serializers.Serializer):
     """The request controls every `web` action that drives the page takes."""
 
-    headers = HeaderMap(required=False)
-    user_agent = serializers.RegexField(r"^[^\x00-\x1f\x7f]+$", max_length=1000, required=False,
-                                        error_messages={"invalid": "a user agent is one line without control characters."})  # fmt: skip
+    headers = HeaderMap(
+        required=False,
+        help_text=(
+            f"At most {MAX_HEADERS}. A name is an HTTP token (1 to 256 of A-Z, a-z, 0-9 and !#$%&'*+-.^_`|~); "
+            f"{', '.join(sorted(BROWSER_HEADERS))} are the browser's and refused."
+        ),
+    )
+    user_agent = Text(pattern="[^\\u0000-\\u001f\\u007f]+", max_length=1000, required=False,
+                      invalid="a user agent is one line without control characters.")  # fmt: skip
     viewport = Viewport(required=False)
     block = serializers.ListField(child=serializers.ChoiceField(choices=BLOCKABLE), max_length=len(BLOCKABLE), required=False)
 

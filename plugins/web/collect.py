@@ -13,6 +13,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.shapes import Flag, Text
 from plugins.framework import Context, first_line
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, action, wait_for
@@ -21,13 +22,21 @@ PAGE_MARK = "{page}"
 
 
 class Field(serializers.Serializer):
-    selector = serializers.CharField(max_length=1000, required=False, help_text="CSS inside the item; the item itself when left out.")
-    attribute = serializers.CharField(max_length=200, required=False, help_text="Read this attribute instead of the text.")
+    selector = Text(max_length=1000, required=False, help_text="CSS inside the item; the item itself when left out.")
+    attribute = Text(max_length=200, required=False, help_text="Read this attribute instead of the text.")
 
 
 class NextPage(serializers.Serializer):
-    selector = serializers.CharField(max_length=1000, required=False, help_text="A link or button to click for the next page.")
-    url = serializers.CharField(max_length=4096, required=False, help_text="A URL with {page} in it: pages 2, 3, … are opened in turn.")
+    selector = Text(max_length=1000, required=False, help_text="A link or button to click for the next page; not with url.")
+    url = Text(
+        max_length=4096,
+        required=False,
+        pattern="[^\\u0000]*\\{page\\}[^\\u0000]*",
+        help_text=(
+            "A URL with {page} in it: pages 2, 3, … are opened in turn. Not with selector; with {page} as 2 "
+            "it must be a URL that `url` of web/open takes."
+        ),
+    )
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if ("selector" in data) == ("url" in data):
@@ -39,24 +48,36 @@ class NextPage(serializers.Serializer):
         return data
 
 
+MAX_FIELDS = 50
+
+
+class FieldMap(serializers.DictField):
+    """`fields`: at least one, at most MAX_FIELDS (the serializer checks it)."""
+
+    child = Field()
+    max_properties = MAX_FIELDS
+
+
 class CollectParams(ReadParams, network.CaptureParams):
     item_selector = SELECTOR
-    attribute = serializers.CharField(max_length=200, required=False)
-    fields = serializers.DictField(child=Field(), required=False, allow_empty=False)
-    raw_urls = serializers.BooleanField(required=False)
-    dedupe = serializers.BooleanField(required=False)
+    attribute = Text(max_length=200, required=False, help_text="Not with fields.")
+    fields = FieldMap(required=False, allow_empty=False, help_text="Not with attribute.")
+    raw_urls = Flag(required=False)
+    dedupe = Flag(required=False)
     limit = serializers.IntegerField(min_value=1, max_value=100_000, default=100)
     max_seconds = serializers.FloatField(min_value=0.1, max_value=3600, default=60)
     scroll_pause_ms = serializers.IntegerField(min_value=0, max_value=60_000, default=500)
     next = NextPage(required=False)
-    max_pages = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    max_pages = serializers.IntegerField(
+        min_value=1, max_value=1000, required=False, help_text="Only with next (else 400); 10 when next is given."
+    )
     timeout_ms = serializers.IntegerField(min_value=1, max_value=600_000, default=30_000)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if "fields" in data and "attribute" in data:
             raise serializers.ValidationError("give fields or attribute, not both.")
-        if "fields" in data and len(data["fields"]) > 50:
-            raise serializers.ValidationError("at most 50 fields.")
+        if "fields" in data and len(data["fields"]) > MAX_FIELDS:
+            raise serializers.ValidationError(f"at most {MAX_FIELDS} fields.")
         if "max_pages" in data and "next" not in data:
             raise serializers.ValidationError("max_pages goes with next.")
         # The plain form answers as it always has: distinct values, links as written.

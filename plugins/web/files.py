@@ -25,6 +25,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from rest_framework import serializers
 
+from core.shapes import Flag, Text
 from plugins.framework import Context, PluginError
 from plugins.web.base import ReadParams, action, first_match, wait_for
 from plugins.web.error_page import error_page_committing, no_document, shows_error_page
@@ -51,10 +52,12 @@ ELEMENT_RECT_JS = """(element) => {
 
 
 class ScreenshotParams(ReadParams):
-    full_page = serializers.BooleanField(default=False, help_text="The whole page, not only the viewport.")
-    selector = serializers.CharField(max_length=1000, required=False, help_text="One element only (the first match).")
+    full_page = Flag(default=False, help_text="The whole page, not only the viewport.")
+    selector = Text(max_length=1000, required=False, help_text="One element only (the first match); not with full_page: true.")
     format = serializers.ChoiceField(choices=["png", "jpeg"], default="png")
-    quality = serializers.IntegerField(min_value=0, max_value=100, required=False, help_text="JPEG quality; jpeg only.")
+    quality = serializers.IntegerField(
+        min_value=0, max_value=100, required=False, help_text="JPEG quality: only with format jpeg (with png, 400)."
+    )
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if data.get("selector") and data["full_page"]:
@@ -228,10 +231,15 @@ def chunk(kind: bytes, data: bytes) -> bytes:
 # --- PDFs ------------------------------------------------------------------------------
 
 PAPER_FORMATS = ["Letter", "Legal", "Tabloid", "Ledger", "A0", "A1", "A2", "A3", "A4", "A5", "A6"]
-# "1-3, 5", "7-" (to the end), "-2" (the first two): page numbers from 1.
-PAGE_RANGE = r"\s*(?:\d+\s*-\s*\d*|-\s*\d+|\d+)\s*"
-PAGE_RANGES = re.compile(rf"{PAGE_RANGE}(?:,{PAGE_RANGE})*")
-LENGTH = re.compile(r"(\d{1,6}(?:\.\d{1,4})?)(px|in|cm|mm)")
+# "1-3, 5", "7-" (to the end), "-2" (the first two): page numbers from 1,
+# with the ASCII spaces Chromium's parser trims around each number.
+SPACE = "[ \\t\\n\\r\\f\\u000b]*"
+PAGE = "0*[1-9][0-9]*"
+PAGE_RANGE = f"{SPACE}(?:{PAGE}{SPACE}-{SPACE}(?:{PAGE})?|-{SPACE}{PAGE}|{PAGE}){SPACE}"
+PAGE_RANGES = f"{PAGE_RANGE}(?:,{PAGE_RANGE})*"
+LENGTH = re.compile(r"([0-9]{1,6}(?:\.[0-9]{1,4})?)(px|in|cm|mm)")
+# A length as sent: LENGTH with spaces anywhere (they are dropped).
+SENT_LENGTH = " *(?:[0-9] *){1,6}(?:\\. *(?:[0-9] *){1,4})?(?:p *x|i *n|c *m|m *m) *"
 INCH = {"px": 96.0, "in": 1.0, "cm": 2.54, "mm": 25.4}
 # PDF's own page size limit is 200 inches a side.
 MAX_PAPER_INCHES = 200
@@ -242,16 +250,18 @@ def inches(value: str) -> float:
     return float(number) / INCH[unit]
 
 
-class Length(serializers.CharField):
+class Length(Text):
     """A CSS length Chromium's printing takes: a number and px, in, cm or mm."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_length=20, **kwargs)
+        kwargs["help_text"] = " ".join(filter(None, [kwargs.get("help_text"), f"At most {MAX_PAPER_INCHES} in."]))
+        super().__init__(max_length=20, pattern=SENT_LENGTH, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data).replace(" ", "")
-        if not LENGTH.fullmatch(value):
+        value = super().to_internal_value(data)
+        if not re.fullmatch(SENT_LENGTH, value):
             raise serializers.ValidationError("must be a number and a unit: px, in, cm or mm (e.g. 210mm).")
+        value = value.replace(" ", "")
         if inches(value) > MAX_PAPER_INCHES:
             raise serializers.ValidationError(f"must be at most {MAX_PAPER_INCHES} in.")
         return value
@@ -266,19 +276,25 @@ class Margin(serializers.Serializer):
 
 class PdfParams(ReadParams):
     format = serializers.ChoiceField(choices=PAPER_FORMATS, required=False, help_text="Paper size; Letter when neither it nor width and height is given.")
-    width = Length(required=False, help_text="Paper width, with height, instead of format.")
-    height = Length(required=False, help_text="Paper height, with width, instead of format.")
-    landscape = serializers.BooleanField(default=False)
-    print_background = serializers.BooleanField(default=True)
-    page_ranges = serializers.CharField(max_length=1000, required=False, help_text='Pages to print, e.g. "1-3, 5".')
+    width = Length(required=False, help_text="Paper width, with height, instead of format; at least 1 in.")
+    height = Length(required=False, help_text="Paper height, with width, instead of format; at least 1 in.")
+    landscape = Flag(default=False)
+    print_background = Flag(default=True)
+    page_ranges = Text(
+        max_length=1000,
+        required=False,
+        pattern=PAGE_RANGES,
+        help_text='Pages to print, e.g. "1-3, 5", "4-" (to the end), "-2"; numbered from 1, a range not ending before it starts.',
+    )
     scale = serializers.FloatField(min_value=0.1, max_value=2, default=1)
     margin = Margin(required=False)
 
     def validate_page_ranges(self, value: str) -> str:
-        if not PAGE_RANGES.fullmatch(value):
+        # The 0 a page number must not be is left to its own sentence.
+        if not re.fullmatch(PAGE_RANGES.replace(PAGE, "[0-9]+"), value):
             raise serializers.ValidationError('must be page numbers and ranges separated by commas, e.g. "1-3, 5".')
         for part in value.split(","):
-            first, dash, last = (piece.strip() for piece in part.partition("-"))
+            first, dash, last = (piece.strip(" \t\n\r\f\v") for piece in part.partition("-"))
             if (first and int(first) == 0) or (last and int(last) == 0):
                 raise serializers.ValidationError("pages are numbered from 1.")
             if first and last and int(first) > int(last):

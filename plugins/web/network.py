@@ -17,6 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from rest_framework import serializers
 
+from core.shapes import Text
 from plugins.framework import Context
 
 log = logging.getLogger("penelope.plugins")
@@ -26,7 +27,7 @@ TEXT_TYPES = re.compile(r"^(text/|application/(json|[\w.+-]+\+json|javascript|xm
 JSON_TYPES = re.compile(r"^application/(json|[\w.+-]+\+json)")
 
 
-class UrlGlob(serializers.CharField):
+class UrlGlob(Text):
     def to_internal_value(self, data: Any) -> str:
         glob = super().to_internal_value(data)
         try:

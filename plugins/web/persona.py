@@ -12,28 +12,29 @@ from urllib.parse import urlsplit
 from playwright.async_api import Page
 from rest_framework import serializers
 
+from core.shapes import Flag, Text, Url
 from plugins.framework import Context, PluginError
 from plugins.web.base import family
 
 SAME_SITE = ["Strict", "Lax", "None"]
 # RFC 6265: a cookie's name is a token; its value has no controls, space, '"', ',', ';' or '\\'.
-COOKIE_NAME = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$"
-COOKIE_VALUE = r'^[^\x00-\x20\x7f",;\\]*$'
+COOKIE_NAME = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+COOKIE_VALUE = r'[^\u0000-\u0020\u007f",;\\]*'
 
 
 class Cookie(serializers.Serializer):
-    name = serializers.RegexField(COOKIE_NAME, max_length=4096, error_messages={"invalid": "a cookie name is a token (no spaces, ';' or '=')."})
-    value = serializers.RegexField(COOKIE_VALUE, max_length=4096, allow_blank=True, trim_whitespace=False,
-                                   error_messages={"invalid": "a cookie value has no spaces, quotes, ',', ';' or '\\'."})  # fmt: skip
-    url = serializers.URLField(max_length=4096, required=False)
-    domain = serializers.CharField(max_length=255, required=False)
-    path = serializers.CharField(max_length=4096, required=False)
+    name = Text(pattern=COOKIE_NAME, max_length=4096, invalid="a cookie name is a token (no spaces, ';' or '=').")
+    value = Text(pattern=COOKIE_VALUE, max_length=4096, allow_blank=True,
+                 invalid="a cookie value has no spaces, quotes, ',', ';' or '\\'.")  # fmt: skip
+    url = Url(required=False, help_text="Not with domain; give url or domain.")
+    domain = Text(max_length=255, required=False, help_text="Not with url; path goes with it (/ when left out).")
+    path = Text(max_length=4096, required=False, help_text="With domain only.")
     expires = serializers.FloatField(
         min_value=0, max_value=253402300799, required=False, help_text="Unix seconds; left out, the cookie ends with the session."
     )
-    http_only = serializers.BooleanField(required=False)
-    secure = serializers.BooleanField(required=False)
-    same_site = serializers.ChoiceField(choices=SAME_SITE, required=False)
+    http_only = Flag(required=False)
+    secure = Flag(required=False)
+    same_site = serializers.ChoiceField(choices=SAME_SITE, required=False, help_text="None needs secure: true.")
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if ("url" in data) == ("domain" in data):
@@ -49,9 +50,10 @@ class Cookie(serializers.Serializer):
 
 class CookiesParams(serializers.Serializer):
     op = serializers.ChoiceField(choices=["list", "set", "clear"], default="list")
-    url = serializers.URLField(max_length=4096, required=False, help_text="list and clear: the cookies sent to this URL.")
-    name = serializers.CharField(max_length=4096, required=False, help_text="list and clear: only cookies of this name.")
-    cookies = serializers.ListField(child=Cookie(), min_length=1, max_length=500, required=False)
+    url = Url(required=False, help_text="list and clear: the cookies sent to this URL.")
+    name = Text(max_length=4096, required=False, help_text="list and clear: only cookies of this name.")
+    cookies = serializers.ListField(child=Cookie(), min_length=1, max_length=500, required=False,
+                                    help_text="With op set only, which needs it.")  # fmt: skip
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if (data["op"] == "set") != ("cookies" in data):
@@ -104,12 +106,15 @@ PROTOCOL_TYPES = {"local_storage": "local_storage", "cache": "cache_storage", "i
 
 
 class ClearStorageParams(serializers.Serializer):
-    origin = serializers.URLField(max_length=4096, required=False, help_text="The site (its scheme, host and port count); all sites when left out.")
-    types = serializers.MultipleChoiceField(choices=STORAGE_TYPES, default={"local_storage", "session_storage", "cache"})
+    origin = Url(required=False, help_text="The site (its scheme, host and port count); all sites when left out.")
+    types = serializers.MultipleChoiceField(
+        choices=STORAGE_TYPES,
+        default={"local_storage", "session_storage", "cache"},
+        allow_empty=False,
+        error_messages={"empty": "name at least one type."},
+    )
 
     def validate_types(self, value: set[str]) -> list[str]:
-        if not value:
-            raise serializers.ValidationError("name at least one type.")
         return [name for name in STORAGE_TYPES if name in value]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from playwright.async_api import Page
 from rest_framework import serializers
 
+from core.shapes import Flag, Text, Url
 from plugins.framework import Context, PluginError
 from plugins.primitives import evaluate_json
 from plugins.web import network
@@ -17,10 +18,10 @@ WAIT_UNTIL = ["load", "domcontentloaded", "networkidle", "commit"]
 
 
 class OpenParams(ReadParams, network.CaptureParams):
-    url = serializers.URLField(max_length=4096)
+    url = Url()
     wait_until = serializers.ChoiceField(choices=WAIT_UNTIL, default="load")
     timeout_ms = serializers.IntegerField(min_value=1, max_value=600_000, default=30_000)
-    require_ok = serializers.BooleanField(default=False)
+    require_ok = Flag(default=False)
 
 
 @action("open", params=OpenParams)
@@ -49,7 +50,7 @@ async def wait(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 class TextParams(ReadParams):
     selector = SELECTOR
-    all = serializers.BooleanField(default=False)
+    all = Flag(default=False)
     timeout_ms = serializers.IntegerField(min_value=0, max_value=600_000, default=5_000)
 
 
@@ -64,8 +65,8 @@ async def text(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 
 class ContentParams(ReadParams):
-    selector = serializers.CharField(max_length=1000, required=False)
-    inner = serializers.BooleanField(default=False)
+    selector = Text(max_length=1000, required=False)
+    inner = Flag(default=False)
 
 
 @action("content", params=ContentParams)
@@ -82,7 +83,7 @@ async def content(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
 
 
 class EvaluateParams(ReadParams):
-    expression = serializers.CharField(max_length=100_000)
+    expression = Text(max_length=100_000)
     arg = serializers.JSONField(required=False, allow_null=True)
 
 
