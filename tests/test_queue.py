@@ -196,6 +196,9 @@ def test_pressure_says_what_is_running_waiting_and_refused(api):
     assert body["oldest_queued_s"] > 0
     assert body["jobs_held"] >= 3 and body["max_jobs"] == 1000 and body["accepting"] is True
     assert body["rejected_last_minute"] == before + 1
+    # Queued jobs are work in flight: a sleepy worker stays awake for them.
+    activity = api.get("/activity").json()
+    assert activity["jobs_in_flight"] == 3 and activity["stay_awake"] == 1
     release(api, holder)
     for job in queued:
         ended(api, job["job_id"])
