@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.seams import insert_row
+
 
 class JobQuerySet(models.QuerySet):
     def running(self) -> JobQuerySet:
@@ -179,14 +181,11 @@ class Job(models.Model):
         """A new job, running: an INSERT, which fails rather than overwrite a
         job of the same id.
 
-        The INSERT is the one `save()` ends in (`QuerySet._insert`, every
-        column), without what `save()` does around it for a model that has
-        no parents, signals or database defaults: about 60 of the 370 µs the
+        The INSERT is the one `save()` ends in, without what `save()` does
+        around it (core/seams.py, `insert_row`): about 60 of the 370 µs the
         ORM took on a job start's path (docs/BENCHMARKS.md)."""
         job = cls(state=state, **fields)
-        cls.objects._insert([job], fields=cls._meta.local_concrete_fields)
-        job._state.adding = False  # as `save()` leaves a stored instance
-        job._state.db = cls.objects.db
+        insert_row(job)
         return job
 
     def _moved(self, expected: Q, **changes) -> bool:
