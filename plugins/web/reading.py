@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from rest_framework import serializers
 
@@ -13,6 +14,7 @@ from plugins.framework import Context, PluginError
 from plugins.primitives import evaluate_json
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, WaitFor, WebParams, action, family, first_match, wait_for
+from plugins.web.error_page import navigate, settle_after
 
 WAIT_UNTIL = ["load", "domcontentloaded", "networkidle", "commit"]
 
@@ -27,7 +29,11 @@ class OpenParams(ReadParams, network.CaptureParams):
 @action("open", params=OpenParams)
 async def open_url(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     async with network.capture(page, params, ctx) as captured:
-        response = await page.goto(params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"])
+        try:
+            response = await navigate(page, params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"])
+        except PlaywrightError as error:
+            await settle_after(page, error)  # the next call meets the error page committed
+            raise
         status = response.status if response else None
         if params["require_ok"] and status is not None and status >= 400:
             raise PluginError(502, f"The site answered {status} for {page.url}.")
