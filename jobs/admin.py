@@ -15,13 +15,16 @@ EXPIRED = "expired, removed at the next sweep"
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("id", "state", "mode", "plugin", "page_id", "started", "finished", "status", "attempts", "held_until")
+    list_display = (
+        "id", "state", "queue", "mode", "plugin", "page_id", "started", "finished", "status", "attempts", "held_until",
+    )
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
     # finds a word anywhere in the parameters (keys too).
     search_fields = ("id", "plugin", "params")
     fields = (
-        "id", "state", "mode", "plugin", "page_id", "started", "finished", "expires", "status", "ttl",
+        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "page_id", "started", "finished",
+        "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
         "progress_json", "params_json", "result_json", "media_tokens",
     )
@@ -35,6 +38,17 @@ class JobAdmin(ReadOnlyAdmin):
             escaped, escaped_duplicates = super().get_search_results(request, queryset, stored_term)
             results, may_have_duplicates = results | escaped, may_have_duplicates or escaped_duplicates
         return results, may_have_duplicates
+
+    @admin.display(description="queue")
+    def queue(self, job: Job) -> str:
+        """A queued job's place among the jobs queued for its page (X-Queue-Timeout)."""
+        if job.state != Job.State.QUEUED:
+            return "-"
+        return f"#{Job.objects.queued_ahead_of(job) + 1}, priority {job.priority}"
+
+    @admin.display(description="queued until")
+    def queued_until(self, job: Job) -> str:
+        return when(job.queue_deadline)
 
     @admin.display(description="started", ordering="started_at")
     def started(self, job: Job) -> str:

@@ -14,6 +14,14 @@ class JobQuerySet(models.QuerySet):
     def running(self) -> JobQuerySet:
         return self.filter(state=Job.State.RUNNING)
 
+    def queued_ahead_of(self, job: Job) -> int:
+        """How many queued jobs of the same page take it before `job` (a
+        higher priority, or the same one accepted earlier). Plain calls
+        waiting in the page's line are not in the store: the runner's
+        position counts them too."""
+        ahead = Q(priority__gt=job.priority) | Q(priority=job.priority, enqueued_at__lt=job.enqueued_at)
+        return self.filter(state=Job.State.QUEUED, page_id=job.page_id).filter(ahead).count()
+
     def live(self) -> JobQuerySet:
         """Not ended: queued or running."""
         return self.filter(state__in=Job.LIVE_STATES)

@@ -34,6 +34,21 @@ def test_jobs_are_listed_filtered_and_shown_escaped(operator):
     assert b"<script>alert(1)" not in detail.content
 
 
+def test_queued_jobs_are_filtered_and_show_their_place(operator):
+    now = time.time()
+    for number, priority in ((1, 0), (2, 4)):
+        Job.objects.create(
+            id=f"00000000000000c{number}", page_id="main", plugin="demo/get-following", mode="poll", ttl=60,
+            started_at=now + number, state="queued", enqueued_at=now + number, queue_deadline=now + 120,
+            priority=priority,
+        )
+    listing = operator.get("/admin/jobs/job/?state__exact=queued").content
+    assert b"00000000000000c1" in listing and b"00000000000000c2" in listing
+    assert b"#2, priority 0" in listing and b"#1, priority 4" in listing  # the higher priority goes first
+    detail = operator.get("/admin/jobs/job/00000000000000c1/change/").content
+    assert b"queued until" in detail.lower() and b"#2, priority 0" in detail
+
+
 def test_the_admin_cannot_change_anything(operator):
     assert operator.get("/admin/jobs/job/add/").status_code == 403
     assert operator.get("/admin/media_store/mediafile/add/").status_code == 403

@@ -243,3 +243,14 @@ def test_the_last_slot_gives_up():
         assert selectors.seconds_until_next_attempt(time.time()) is None
     finally:
         owner.stop()
+
+
+def test_a_queued_job_knows_how_many_queued_jobs_go_before_it():
+    def queued(number: int, priority: int, at: float) -> Job:
+        job = start(number, options=JobOptions(ttl=30, queue_timeout=60, priority=priority))
+        Job.objects.with_ids([job.id]).update(state=Job.State.QUEUED, enqueued_at=at, priority=priority)
+        return Job.objects.with_id(job.id)
+
+    first, urgent, later = queued(130, 0, 1.0), queued(131, 5, 2.0), queued(132, 0, 3.0)
+    assert [Job.objects.queued_ahead_of(job) for job in (urgent, first, later)] == [0, 1, 2]
+    assert [job.id for job in Job.objects.queued()] == [urgent.id, first.id, later.id]
