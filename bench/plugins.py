@@ -5,6 +5,7 @@ measured without a browser step in it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from playwright.async_api import Page
@@ -26,9 +27,9 @@ async def noop(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, An
 
 @family.action("hold")
 async def hold(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """Hold the page 20 ms without touching it."""
+    """Hold the page 20 ms without touching it; answers when it let go (epoch seconds)."""
     await asyncio.sleep(HOLD_S)
-    return {}
+    return {"ended": time.time()}
 
 
 @family.action("browser-wait")

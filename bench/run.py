@@ -33,6 +33,7 @@ from bench.memory import Memory
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.memory import max_pages_memory, memory_rows
 from bench.phases.metrics import metrics_phase
+from bench.phases.queue import queue_phase
 from bench.phases.requests import c1_phase, floor_phase, throughput_phase
 from bench.phases.store import store_phase
 from bench.profiling import profiled
@@ -50,7 +51,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "peer", "memory", "store")
+PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "peer", "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -99,6 +100,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print("a plugin run: plain and as jobs", flush=True)
                 with profiled(pid, profile_dir, "plugin"):
                     plugin_phase(client, plan, report)
+            if "queue" in phases:
+                print("the queue: the option's cost, dispatch, a drain on any against RQ", flush=True)
+                with profiled(pid, profile_dir, "queue"):
+                    queue_phase(client, plan, report, scratch)
             if "peer" in phases:
                 print("the peer: RQ and Redis", flush=True)
                 with profiled(pid, profile_dir, "peer"):

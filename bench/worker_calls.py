@@ -30,7 +30,7 @@ def wait_done(client: httpx.Client, job_id: str, pause_s: float = 0.0, timeout_s
         if response.status_code != 200:
             raise RuntimeError(f"a poll of job {job_id} answered {response.status_code}: {response.text}")
         body = response.json()
-        if body["state"] != "running":
+        if body["state"] not in ("queued", "running"):
             return body
         if time.monotonic() > deadline:
             raise RuntimeError(f"job {job_id} still runs after {timeout_s} s")
