@@ -293,6 +293,28 @@ def test_a_running_polling_job_keeps_it_awake_and_its_result_is_read_after_stop_
     assert exit_["at"] >= job["finished_at"] + IDLE_TIMEOUT_S - CLOCK_SLACK_S
 
 
+def test_a_queued_job_keeps_it_awake_until_it_has_run(waker):
+    waker.start_persona("nap")
+    with waker.direct("nap") as direct:
+        holder = direct.get(
+            "/main/plugin/testing/sleep", params={"seconds": IDLE_TIMEOUT_S, "tag": "first"},
+            headers={"X-Result-Ttl": "120"},
+        )
+        queued = direct.get(
+            "/main/plugin/testing/sleep", params={"seconds": IDLE_TIMEOUT_S, "tag": "second"},
+            headers={"X-Result-Ttl": "120", "X-Queue-Timeout": "60"},
+        )
+    assert holder.status_code == queued.status_code == 202 and queued.json()["state"] == "queued"
+    # Nobody polls: the running job, then the queued one, keep the worker up.
+    exit_ = stopped(waker, "nap")["last_exit"]
+    assert exit_["expected"] is True
+    waker.start_persona("nap")
+    with waker.direct("nap") as direct:
+        job = direct.get(f"/jobs/{queued.json()['job_id']}").json()
+    assert (job["state"], job["status"], job["result"]["tag"]) == ("done", 200, "second")  # it ran, after the first
+    assert exit_["at"] >= job["finished_at"] + IDLE_TIMEOUT_S - CLOCK_SLACK_S
+
+
 def test_an_undelivered_webhook_job_keeps_it_awake_until_delivered(waker):
     hook = "/500,500,200/nap"  # delivered at the third attempt, 3 s after the job ended
     with Receiver() as receiver:
