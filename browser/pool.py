@@ -41,12 +41,14 @@ class Pool:
         self.registry = registry
         self.line = AnyLine()
 
+    @staticmethod
+    def is_free(page: ManagedPage) -> bool:
+        """Open, and nobody holds it, waits for it or leases it."""
+        return not page.opening and not page.closed and not page.busy and not len(page.lock) and page.current_lease() is None
+
     def free_page(self) -> ManagedPage | None:
-        """The first open page nobody holds, waits for or leases."""
-        for page in self.registry.pages.values():
-            if not page.opening and not page.closed and not page.busy and not len(page.lock) and page.current_lease() is None:
-                return page
-        return None
+        """The first free open page."""
+        return next((page for page in self.registry.pages.values() if self.is_free(page)), None)
 
     async def claim_now(self, job_id: str | None) -> Claim | None:
         """A claim on a free page, on a pool page opened for it, or None when
@@ -105,7 +107,7 @@ class Pool:
         cutoff = time.monotonic() - settings.POOL_PAGE_IDLE_S
         closed = 0
         for name, page in list(self.registry.pages.items()):
-            if name.startswith(POOL_PREFIX) and page is self.free_page_named(name) and page.last_used <= cutoff:
+            if name.startswith(POOL_PREFIX) and self.is_free(page) and page.last_used <= cutoff:
                 try:
                     await self.registry.close(name, None)
                 except DomainError as refused:  # taken or leased meanwhile
@@ -113,9 +115,3 @@ class Pool:
                     continue
                 closed += 1
         return closed
-
-    def free_page_named(self, name: str) -> ManagedPage | None:
-        page = self.registry.pages.get(name)
-        if page is None or page.busy or len(page.lock) or page.opening or page.current_lease() is not None:
-            return None
-        return page
