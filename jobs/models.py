@@ -164,6 +164,22 @@ class Job(models.Model):
     enqueued_at = models.FloatField(null=True, blank=True)
     queue_deadline = models.FloatField(null=True, blank=True)
     under_lease = models.BooleanField(default=False, db_default=False)
+    # Retries (X-Retry): the attempts a transient failure may take after the
+    # first and the first back-off; the attempt running (or next to run),
+    # from 1; the attempts that ended ({status, started_at, finished_at});
+    # and, while one waits out its back-off, when it goes back in line.
+    retries = models.SmallIntegerField(default=0, db_default=0)
+    retry_backoff = models.FloatField(null=True, blank=True)
+    attempt = models.SmallIntegerField(default=1, db_default=1)
+    past_attempts = models.JSONField(null=True, blank=True)
+    retry_at = models.FloatField(null=True, blank=True)
+    # How it was asked for, so that a retry and a re-run ask the same:
+    # X-Queue-Timeout as sent, and whether it was sent to `any`; and where it
+    # came from: the job it re-runs, the schedule that fired it.
+    queue_timeout = models.FloatField(null=True, blank=True)
+    on_any = models.BooleanField(default=False, db_default=False)
+    rerun_of = models.CharField(max_length=16, null=True, blank=True)
+    schedule_id = models.CharField(max_length=16, null=True, blank=True, db_index=True)
     # An idempotent start's key, and a digest of the request it came with.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     request_digest = models.CharField(max_length=64, null=True, blank=True)

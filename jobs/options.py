@@ -19,6 +19,11 @@ TTL_HEADER = "X-Result-Ttl"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 QUEUE_TIMEOUT_HEADER = "X-Queue-Timeout"
 PRIORITY_HEADER = "X-Priority"
+RETRY_HEADER = "X-Retry"
+BACKOFF_HEADER = "X-Retry-Backoff"
+MAX_RETRIES = 10
+MAX_BACKOFF_S = 600.0
+DEFAULT_BACKOFF_S = 5.0
 MAX_QUEUE_TIMEOUT_S = 3600.0
 MAX_PRIORITY = 9
 MAX_CALLBACK_LENGTH = 2048
@@ -34,6 +39,14 @@ class JobOptions:
     # for it, and its place among the waiting (higher first).
     queue_timeout: float | None = None
     priority: int = 0
+    # Retries (opt-in): how many more attempts a transient failure may take,
+    # and the first back-off (doubling after each attempt).
+    retries: int = 0
+    retry_backoff: float = DEFAULT_BACKOFF_S
+    # Where the job came from, when not from a client's start: the job it
+    # re-runs, the schedule that fired it.
+    rerun_of: str | None = None
+    schedule_id: str | None = None
 
     @property
     def mode(self) -> str:
@@ -49,18 +62,27 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
         raise ApiError(400, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
     queue_timeout = request.headers.get(QUEUE_TIMEOUT_HEADER)
     priority = request.headers.get(PRIORITY_HEADER)
+    retry = request.headers.get(RETRY_HEADER)
+    backoff = request.headers.get(BACKOFF_HEADER)
     if ttl is None and callback is None:
         if queue_timeout is not None or priority is not None:
             raise ApiError(
                 400, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
             )
+        if retry is not None or backoff is not None:
+            raise ApiError(400, f"{RETRY_HEADER} and {BACKOFF_HEADER} retry a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.")
         return None  # a plain call: Idempotency-Key is not read
+    if backoff is not None and retry is None:
+        raise ApiError(400, f"{BACKOFF_HEADER} is the back-off of {RETRY_HEADER}: send it with {RETRY_HEADER}.")
     key = request.headers.get(IDEMPOTENCY_HEADER)
     queueing = {
         "idempotency_key": parse_idempotency_key(key) if key is not None else None,
         "queue_timeout": plain_seconds(queue_timeout, most=MAX_QUEUE_TIMEOUT_S, what=QUEUE_TIMEOUT_HEADER)
         if queue_timeout is not None else None,
         "priority": parse_priority(priority) if priority is not None else 0,
+        "retries": parse_retries(retry) if retry is not None else 0,
+        "retry_backoff": plain_seconds(backoff, most=MAX_BACKOFF_S, what=BACKOFF_HEADER)
+        if backoff is not None else DEFAULT_BACKOFF_S,
     }
     if ttl is not None:
         return JobOptions(ttl=parse_ttl(ttl), **queueing)
@@ -71,6 +93,13 @@ def parse_priority(raw: str) -> int:
     value = raw.strip()
     if len(value) != 1 or not "0" <= value <= str(MAX_PRIORITY):
         raise ApiError(400, f"{PRIORITY_HEADER} must be a whole number from 0 to {MAX_PRIORITY}.")
+    return int(value)
+
+
+def parse_retries(raw: str) -> int:
+    value = raw.strip()
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_RETRIES or value[0] == "0":
+        raise ApiError(400, f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.")
     return int(value)
 
 

@@ -81,6 +81,8 @@ def request_digest(page_id: str, route: str, params: dict[str, Any], options: Jo
     request = [route, page_id, params, options.ttl, options.callback]
     if options.queue_timeout is not None or options.priority:
         request += [options.queue_timeout, options.priority]
+    if options.retries:
+        request += [options.retries, options.retry_backoff]
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -153,7 +155,7 @@ class JobRunner:
                     raise
                 start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
             else:
-                start = self._start(job_id, claim, action, params, options, digest)
+                start = self._start(job_id, claim, action, params, options, digest, on_any=page is None)
             # Shielded: a client that leaves now must not cut the start in two (a row
             # stored, its run never started, a job `running` until the next restart).
             return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
@@ -174,14 +176,15 @@ class JobRunner:
         return len(self.refusals)
 
     async def _start(
-        self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None
+        self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None,
+        on_any: bool,
     ) -> Job:
         """Store the job (JobsFull past MAX_JOBS) and start its run; the page
         is released if it cannot start."""
         try:
             job = await on_db_thread(create_job)(
                 job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options,
-                held=self.held, digest=digest,
+                held=self.held, digest=digest, under_lease=claim.lease is not None, on_any=on_any,
             )
         except BaseException:
             claim.page.release(claim)
@@ -200,7 +203,7 @@ class JobRunner:
         job = await on_db_thread(create_job)(
             job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
             options=options,
-            held=self.held, digest=digest, queued=True, under_lease=lease_id is not None,
+            held=self.held, digest=digest, queued=True, under_lease=lease_id is not None, on_any=page is None,
         )
         self._wait_then_run(job, page, action, params, lease_id)
         return job

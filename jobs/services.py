@@ -73,7 +73,7 @@ class HeldJobsBound:
 
 def create_job(
     *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, held: HeldJobsBound,
-    digest: str | None = None, queued: bool = False, under_lease: bool = False,
+    digest: str | None = None, queued: bool = False, under_lease: bool = False, on_any: bool = False,
 ) -> Job:
     """Insert the running job, or the queued one (its page busy, with
     X-Queue-Timeout); JobsFull when MAX_JOBS are held."""
@@ -95,11 +95,18 @@ def create_job(
         "started_at": now,
         "idempotency_key": options.idempotency_key,
         "request_digest": digest,
+        "under_lease": under_lease,
+        "queue_timeout": options.queue_timeout,
+        "on_any": on_any,
+        "rerun_of": options.rerun_of,
+        "schedule_id": options.schedule_id,
     }
+    if options.retries:
+        fields.update(retries=options.retries, retry_backoff=options.retry_backoff)
     if queued:
         fields.update(
             state=Job.State.QUEUED, enqueued_at=now, queue_deadline=now + options.queue_timeout,
-            priority=options.priority, under_lease=under_lease,
+            priority=options.priority,
         )
     if options.idempotency_key is None:
         return Job.start(**fields)  # one INSERT, committed on its own
