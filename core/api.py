@@ -33,6 +33,7 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
     errors.NavigationRefused: 403,
     errors.PageNotOpen: 404,
     errors.NoSuchJob: 404,
+    errors.NoSuchAction: 404,
     errors.ActionTimedOut: 408,
     errors.PageAlreadyOpen: 409,
     errors.TooManyPages: 409,

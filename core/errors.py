@@ -77,6 +77,10 @@ class BrowserStepFailed(DomainError):
     """A browser step of the action failed (not the caller's fault)."""
 
 
+class NoSuchAction(DomainError):
+    """No plugin action of that name is loaded (a re-run of a job whose family is gone)."""
+
+
 class ActionFailed(DomainError):
     """The action raised, or answered something that is no result."""
 

@@ -42,6 +42,7 @@ class Event(enum.StrEnum):
     JOB_QUEUED = "job.queued"
     JOB_STARTED = "job.started"
     JOB_PROGRESS = "job.progress"
+    JOB_RETRYING = "job.retrying"
     JOB_ENDED = "job.ended"
     JOB_DELIVERED = "job.delivered"
     JOB_GAVE_UP = "job.gave_up"

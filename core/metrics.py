@@ -93,6 +93,10 @@ queue_wait = Histogram(
 queue_refused = Counter(
     "penelope_queue_refused", "Job starts refused with 429 because their page's queue was full (QUEUE_MAX).", registry=registry,
 )
+job_retries = Counter(
+    "penelope_job_retries", "Job attempts that ended transient with attempts left (X-Retry), by status.", ["status"],
+    registry=registry,
+)
 page_crashes = Counter("penelope_page_crashes", "Page renderers that crashed (each page reopened before its next call).", registry=registry)
 
 # Every label value these families can take is known: their series exist, at
@@ -188,6 +192,12 @@ def job_waited(seconds: float) -> None:
     """A queued job took its page after `seconds` in its queue."""
     if ENABLED:
         queue_wait.observe(seconds)
+
+
+def jobs_retried(status: int | str, count: int = 1) -> None:
+    """Attempts that ended transient and went back in line (`interrupted`: by a restart)."""
+    if ENABLED and count:
+        job_retries.labels(str(status)).inc(count)
 
 
 def queue_full() -> None:

@@ -22,6 +22,10 @@ class JobQuerySet(models.QuerySet):
         ahead = Q(priority__gt=job.priority) | Q(priority=job.priority, enqueued_at__lt=job.enqueued_at)
         return self.filter(state=Job.State.QUEUED, page_id=job.page_id).filter(ahead).count()
 
+    def retryable(self) -> JobQuerySet:
+        """With attempts left (X-Retry) and no lease to lose: a restart queues them again."""
+        return self.filter(retries__gte=models.F("attempt"), under_lease=False)
+
     def live(self) -> JobQuerySet:
         """Not ended: queued or running."""
         return self.filter(state__in=Job.LIVE_STATES)
@@ -198,6 +202,11 @@ class Job(models.Model):
     def ended(self) -> bool:
         return self.state not in self.LIVE_STATES
 
+    @property
+    def retries_left(self) -> bool:
+        """Whether a transient failure of the attempt running now takes another (X-Retry)."""
+        return self.attempt <= self.retries
+
     # --- transitions ---------------------------------------------------------------
 
     @classmethod
@@ -251,9 +260,22 @@ class Job(models.Model):
             changes["expires_at"] = finished_at + (self.ttl or 0)
         return self._moved(Q(state=self.state), **changes)
 
+    def requeue(self, *, status: int, finished_at: float, retry_at: float, queue_deadline: float, page_id: str) -> bool:
+        """running -> queued: the attempt ended with a transient failure and
+        attempts remain. Its end joins the past attempts; the next one waits
+        out its back-off until `retry_at`, then its turn until `queue_deadline`."""
+        ended = {"status": status, "started_at": round(self.started_at, 3), "finished_at": round(finished_at, 3)}
+        return self._moved(
+            Q(state=self.State.RUNNING),
+            state=self.State.QUEUED, attempt=self.attempt + 1, past_attempts=[*(self.past_attempts or []), ended],
+            retry_at=retry_at, enqueued_at=retry_at, queue_deadline=queue_deadline, page_id=page_id, progress=None,
+        )
+
     def begin(self, *, now: float, page_id: str) -> bool:
         """queued -> running: the job took its page (the one `any` found); it starts now."""
-        return self._moved(Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id)
+        return self._moved(
+            Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id, retry_at=None
+        )
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:
         """running -> interrupted, ended now: the worker stopped under it."""

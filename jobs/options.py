@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -13,6 +16,9 @@ from django.http import HttpRequest
 
 from core.api import ApiError
 from core.shapes import PLAIN_DECIMAL
+
+if TYPE_CHECKING:
+    from jobs.models import Job
 
 CALLBACK_HEADER = "X-Callback-Url"
 TTL_HEADER = "X-Result-Ttl"
@@ -47,6 +53,23 @@ class JobOptions:
     # re-runs, the schedule that fired it.
     rerun_of: str | None = None
     schedule_id: str | None = None
+
+    @classmethod
+    def again(cls, job: Job) -> JobOptions:
+        """What a re-run of `job` asks: its job headers but its Idempotency-Key."""
+        return cls(
+            ttl=job.ttl, callback=job.callback, queue_timeout=job.queue_timeout, priority=job.priority,
+            retries=job.retries, retry_backoff=job.retry_backoff or DEFAULT_BACKOFF_S, rerun_of=job.id,
+        )
+
+    def digest(self, page_id: str, route: str, params: dict[str, Any]) -> str:
+        """What makes two starts the same request: route, page, parameters and job headers."""
+        request = [route, page_id, params, self.ttl, self.callback]
+        if self.queue_timeout is not None or self.priority:
+            request += [self.queue_timeout, self.priority]
+        if self.retries:
+            request += [self.retries, self.retry_backoff]
+        return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
     def mode(self) -> str:

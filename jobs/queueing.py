@@ -21,6 +21,7 @@ from django.conf import settings
 from browser.line import Turn
 from browser.pages import Claim, ManagedPage
 from browser.pool import Pool
+from browser.registry import registry
 from core.errors import Cancelled, DomainError, QueueFull, QueueTimedOut
 from core.routes import ANY
 from jobs.run import CANCELLED_ERROR, JobRun
@@ -47,6 +48,17 @@ def place_on_page(page: ManagedPage, job_id: str, priority: int, lease_id: str |
         page.name, turn, lambda: page.leave_queue(turn), lambda: page.claim_turn(turn, lease_id),
         f"Page {page.name} stayed busy", lambda: page.lock.position(job_id),
     )
+
+
+def place_for(run: JobRun) -> Place:
+    """The queued job's place in its page's line, or in the line of `any`."""
+    job = run.job
+    place = (
+        place_on_page(run.page, job.id, job.priority, run.lease_id) if run.page is not None
+        else place_anywhere(registry.pool, job.id, job.priority)
+    )
+    run.locate = place.locate
+    return place
 
 
 def place_anywhere(pool: Pool, job_id: str, priority: int) -> Place:
@@ -107,3 +119,16 @@ async def wait_turn(run: JobRun, place: Place) -> Claim | DomainError:
         return place.claim()
     except DomainError as refused:  # the lease it waited under is gone, or the page was closed
         return refused
+
+
+async def back_off(run: JobRun) -> Place | None:
+    """Wait out a retry's back-off (X-Retry) until the job's `retry_at`: its
+    place in line once it is over, or None when a client cancelled it
+    meanwhile. A worker that stops ends the wait; the job stays queued in the
+    store, its back-off with it, for the next start."""
+    try:
+        async with asyncio.timeout(max(0.0, run.job.retry_at - time.time())):
+            await asyncio.shield(run.cancel_requested)
+    except TimeoutError:
+        return place_for(run)
+    return None

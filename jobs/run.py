@@ -19,15 +19,16 @@ from typing import Any
 from django.conf import settings
 
 from activity import log as request_log
-from browser.pages import Claim
+from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core.api import first_line, refusal
 from core.db_thread import persist
-from core.errors import ActionFailed, Cancelled, DomainError
+from core.errors import ActionFailed, Cancelled, DomainError, QueueTimedOut
 from core.tasks import spawn
 from jobs.models import Job, webhook_window
 from jobs.progress import ProgressRelay
-from jobs.services import end_job
+from jobs.retries import transient
+from jobs.services import end_job, requeue_job
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
 
@@ -54,13 +55,29 @@ class JobRun:
     stored: Job | None = None
     # While it is queued: its position in its line, from 1.
     locate: Callable[[], int | None] | None = None
+    # Where its attempts run (None: the line of `any`), and the lease it holds the page under.
+    page: ManagedPage | None = None
+    lease_id: str | None = None
+    # Its last attempt ended transient with attempts left: stored as queued
+    # for the next one (X-Retry) rather than ended.
+    requeued: bool = False
 
     def request_cancel(self) -> bool:
-        """Ask the run to stop; False when its outcome is already chosen."""
-        if self.decided or self.cancel_requested.done():
+        """Ask the run to stop: its plugin now, or before its next attempt.
+        False when its end is already chosen."""
+        if self.cancel_requested.done() or (self.decided and not self.job.retries_left):
             return False
         self.cancel_requested.set_result(None)
         return True
+
+    async def end_unrun(self, refused: DomainError) -> Job | None:
+        """End the job without its page: its wait ran out, a client cancelled
+        it, the lease it waited under is gone. The job as stored, or None."""
+        state = Job.State.CANCELLED if isinstance(refused, Cancelled) else (
+            Job.State.TIMED_OUT if isinstance(refused, QueueTimedOut) else Job.State.DONE
+        )
+        self.decided = True
+        return await store_end(self.job, failure(refused, self.job.page_id, time.time(), 0.0), [], state, None)
 
     def shown(self) -> Job:
         """The running job as polls show it: with its latest progress report."""
@@ -78,6 +95,7 @@ class JobRun:
         store and the next start marks it interrupted.
         """
         job, claim = self.job, self.claim
+        self.requeued = False
         # Files stored during the run are held for the job from the start, for
         # as long as the run and its result may need them; the end sets the real deadline.
         held_until = time.time() + action.time_limit(params) + max(settings.MAX_TTL_S, webhook_window())
@@ -114,6 +132,13 @@ class JobRun:
         # The page is free again; the answer stays in memory until it is stored,
         # for as long as this worker runs (the database may be locked by another
         # process for a while). Polls meanwhile answer `running`.
+        if not cancelled and job.retries_left and transient(outcome):
+            requeued = await persist(
+                requeue_job, job=copy.copy(job), status=outcome.status, now=time.time(), what=f"job {job.id}'s next attempt"
+            )
+            if requeued is not None:
+                self.job, self.claim, self.requeued, self.decided, self.progress = requeued, None, True, False, None
+                return None
         state = Job.State.CANCELLED if cancelled else Job.State.DONE
         self.stored = await store_end(job, outcome, ctx.media_tokens, state, self.progress)
         if self.stored is None:

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import json
 import secrets
 import time
 from typing import Any
@@ -54,36 +52,27 @@ from core.errors import (
     DomainError,
     JobNotCancellable,
     JobsFull,
+    JobStillRunning,
     KeyInFlight,
     KeyReused,
     LeaseRequired,
+    NoSuchAction,
     NoSuchJob,
     PageBusy,
     QueueFull,
-    QueueTimedOut,
 )
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import JobOptions
-from jobs.queueing import JobQueue, Place, place_anywhere, place_on_page, wait_turn
-from jobs.run import JobRun, failure, store_end
+from jobs.queueing import JobQueue, Place, back_off, place_for, wait_turn
+from jobs.run import CANCELLED_ERROR, JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
 from jobs.shapes import job_body
 from jobs.waiting import RecentEnds, Waiters
 from plugins.framework import Action, find_action
-
-
-def request_digest(page_id: str, route: str, params: dict[str, Any], options: JobOptions) -> str:
-    """What makes two starts the same request: route, page, parameters and job headers."""
-    request = [route, page_id, params, options.ttl, options.callback]
-    if options.queue_timeout is not None or options.priority:
-        request += [options.queue_timeout, options.priority]
-    if options.retries:
-        request += [options.retries, options.retry_backoff]
-    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def publish(event: Event, job: Job, **fields: Any) -> None:
@@ -119,7 +108,7 @@ class JobRunner:
         if key is None:
             return await self._claim_and_start(page, action, params, lease_id, options)
         page_name = page.name if page is not None else ANY
-        digest = request_digest(page_name, action.route, params, options)
+        digest = options.digest(page_name, action.route, params)
         if key in self.starting:
             raise KeyInFlight("A job start with this Idempotency-Key is still being stored; try again in a moment.", page_name)
         self.starting.add(key)
@@ -189,8 +178,10 @@ class JobRunner:
         except BaseException:
             claim.page.release(claim)
             raise
-        run = self.running[job_id] = JobRun(job=job, claim=claim)
-        run.task = spawn(self._run(run, action, params), about=f"job {job_id} on page {claim.page.name}")
+        run = self.running[job_id] = JobRun(
+            job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None
+        )
+        run.task = spawn(self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}")
         publish(Event.JOB_STARTED, job)
         return job
 
@@ -213,54 +204,51 @@ class JobRunner:
     ) -> JobRun:
         """Take the job's place in its page's line (or the line of `any`) now,
         so a poll and the 202 know its position, and wait for its turn in a
-        task of its own."""
-        place = (
-            place_on_page(page, job.id, job.priority, lease_id) if page is not None
-            else place_anywhere(registry.pool, job.id, job.priority)
-        )
-        run = self.running[job.id] = JobRun(job=job, claim=None, locate=place.locate)
-        run.task = spawn(self._queued(run, place, action, params), about=f"queued job {job.id} on {place.name}")
+        task of its own. A job waiting out a retry's back-off (after a
+        restart) takes its place once the back-off is over."""
+        run = self.running[job.id] = JobRun(job=job, claim=None, page=page, lease_id=lease_id)
+        place = None if job.retry_at is not None else place_for(run)
+        run.task = spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
         publish(Event.JOB_QUEUED, job)
         return run
 
-    async def _queued(self, run: JobRun, place: Place, action: Action, params: dict[str, Any]) -> None:
-        """A queued job: its wait for the page, then its run; or its end
-        without running (its wait ran out, a cancel, its lease gone)."""
+    async def _lifecycle(self, run: JobRun, action: Action, params: dict[str, Any], place: Place | None) -> None:
+        """A job on this worker, from its start to its stored end: its wait in
+        line when it has no page yet, its run, and again for each retry
+        (X-Retry); or its end without running (its wait ran out, a cancel,
+        its lease gone). Listed in `running` for exactly as long."""
         try:
-            claim = await wait_turn(run, place)
-            if isinstance(claim, DomainError):
-                state = Job.State.CANCELLED if isinstance(claim, Cancelled) else (
-                    Job.State.TIMED_OUT if isinstance(claim, QueueTimedOut) else Job.State.DONE
-                )
-                run.decided = True
-                stored = await store_end(run.job, failure(claim, place.name, time.time(), 0.0), [], state, None)
-            else:
-                run.claim = claim
-                page = claim.page
-                if await on_db_thread(begin_job)(job=run.job, now=time.time(), page_id=page.name):
-                    metrics.job_waited(run.job.started_at - run.job.enqueued_at)
-                    publish(Event.JOB_STARTED, run.job)
-                    stored = await self._execute(run, action, params)
-                else:  # no longer queued in the store (an operator's command): its page goes to the next
-                    page.release(claim)
-                    stored = None
+            stored = await self._attempts(run, action, params, place)
         finally:
             del self.running[run.job.id]
         self._ended(stored)
 
+    async def _attempts(self, run: JobRun, action: Action, params: dict[str, Any], place: Place | None) -> Job | None:
+        while True:
+            if run.claim is None:
+                place = place or await back_off(run)
+                claim = await wait_turn(run, place) if place is not None else Cancelled(CANCELLED_ERROR)
+                if isinstance(claim, DomainError):
+                    return await run.end_unrun(claim)
+                run.claim = claim
+                if not await on_db_thread(begin_job)(job=run.job, now=time.time(), page_id=claim.page.name):
+                    claim.page.release(claim)  # no longer queued in the store (an operator's command): the page goes on
+                    return None
+                metrics.job_waited(run.job.started_at - run.job.enqueued_at)
+                publish(Event.JOB_STARTED, run.job)
+            stored = await self._execute(run, action, params)
+            if not run.requeued:
+                return stored
+            place = None
+            metrics.jobs_retried(run.job.past_attempts[-1]["status"])
+            publish(Event.JOB_RETRYING, run.job)
+
     async def _execute(self, run: JobRun, action: Action, params: dict[str, Any]) -> Job | None:
-        began = time.monotonic()
+        began, page_id = time.monotonic(), run.claim.page.name
         try:
             return await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
         finally:
-            self.queue.ran(run.job.page_id, time.monotonic() - began)
-
-    async def _run(self, run: JobRun, action: Action, params: dict[str, Any]) -> None:
-        try:
-            stored = await self._execute(run, action, params)
-        finally:
-            del self.running[run.job.id]  # in this task: it is listed for exactly as long as it runs
-        self._ended(stored)
+            self.queue.ran(page_id, time.monotonic() - began)
 
     def _ended(self, stored: Job | None) -> None:
         if stored is None:
@@ -291,6 +279,22 @@ class JobRunner:
                 self._ended(stored)
                 continue
             self._wait_then_run(job, page, found, params, None)
+
+    async def rerun(self, job_id: str, *, lease_id: str | None) -> Job:
+        """Start an ended job (still held) again, as its client started it:
+        the same route, page (or `any`), parameters and job headers but its
+        Idempotency-Key. JobStillRunning while it is queued or running."""
+        earlier = await self.poll(job_id)
+        if not earlier.ended:
+            raise JobStillRunning(f"Job {job_id} is still {earlier.state}; it can be re-run once it has ended.", earlier.page_id)
+        action = find_action(*earlier.plugin.split("/", 1))
+        if action is None:
+            raise NoSuchAction(f"No plugin action {earlier.plugin} on this worker: its family is not loaded.", earlier.page_id)
+        page = None if earlier.on_any else registry.get(earlier.page_id)
+        return await self.submit(
+            page=page, action=action, params=action.validate(earlier.params), lease_id=lease_id,
+            options=JobOptions.again(earlier),
+        )
 
     # --- reading -----------------------------------------------------------------------
 

@@ -27,8 +27,10 @@ from core import metrics
 from core.api import refusal
 from core.db_thread import BATCH_ROWS, adrain, drain
 from core.errors import Interrupted, JobsFull, JobStillRunning, NoSuchJob
+from core.routes import ANY
 from jobs.models import DeliveryAttempt, Job
 from jobs.options import JobOptions
+from jobs.retries import back_off_s, wait_in_line_s
 from jobs.selectors import count_held, find_live_job
 from media_store import store as media
 
@@ -100,13 +102,13 @@ def create_job(
         "on_any": on_any,
         "rerun_of": options.rerun_of,
         "schedule_id": options.schedule_id,
+        "priority": options.priority,
     }
     if options.retries:
         fields.update(retries=options.retries, retry_backoff=options.retry_backoff)
     if queued:
         fields.update(
             state=Job.State.QUEUED, enqueued_at=now, queue_deadline=now + options.queue_timeout,
-            priority=options.priority,
         )
     if options.idempotency_key is None:
         return Job.start(**fields)  # one INSERT, committed on its own
@@ -138,6 +140,19 @@ def end_job(
     return job
 
 
+def requeue_job(*, job: Job, status: int, now: float) -> Job | None:
+    """An attempt ended with a transient failure and attempts remain
+    (X-Retry): the job waits out its back-off, then its turn in its page's
+    line (the line of `any` for a job sent there). None if it was no longer
+    running."""
+    retry_at = now + back_off_s(job.retry_backoff, job.attempt)
+    moved = job.requeue(
+        status=status, finished_at=now, retry_at=retry_at, queue_deadline=retry_at + wait_in_line_s(job.queue_timeout),
+        page_id=ANY if job.on_any else job.page_id,
+    )
+    return job if moved else None
+
+
 def begin_job(*, job: Job, now: float, page_id: str) -> bool:
     """A queued job took its page (for a job sent to `any`, the page it got):
     it runs from now (False: it was no longer queued)."""
@@ -160,6 +175,17 @@ def forget_job(*, job_id: str, now: float) -> None:
 
 
 # --- recovery and sweeps ------------------------------------------------------------
+
+
+def requeue_batch(now: float) -> int:
+    """One batch of recovery for the running jobs with attempts left (X-Retry,
+    no lease): queued again for their next attempt, the stop counted as a
+    transient failure (their plugin may have half-run: the client opted in)."""
+    with transaction.atomic():
+        jobs = list(Job.objects.running().retryable()[:BATCH_ROWS])
+        for job in jobs:
+            requeue_job(job=job, status=refusal(Interrupted(INTERRUPTED_ERROR)).status, now=now)
+    return len(jobs)
 
 
 def interrupt_batch(now: float) -> int:
@@ -197,7 +223,10 @@ def recover(now: float | None = None) -> dict[str, int]:
     """At start, before requests: every running job becomes interrupted and
     ended now; jobs past their deadline go without a last try."""
     now = now or time.time()
-    counts = {"interrupted": drain(interrupt_batch, now), "expired": drain(discard_expired_batch, now)}
+    counts = {
+        "retried": drain(requeue_batch, now), "interrupted": drain(interrupt_batch, now),
+        "expired": drain(discard_expired_batch, now),
+    }
     log_recovery(counts)
     return counts
 
@@ -205,15 +234,22 @@ def recover(now: float | None = None) -> dict[str, int]:
 async def arecover(now: float | None = None) -> dict[str, int]:
     """`recover` from the event loop, a batch at a time on the database thread."""
     now = now or time.time()
-    counts = {"interrupted": await adrain(interrupt_batch, now), "expired": await adrain(discard_expired_batch, now)}
+    counts = {
+        "retried": await adrain(requeue_batch, now), "interrupted": await adrain(interrupt_batch, now),
+        "expired": await adrain(discard_expired_batch, now),
+    }
     log_recovery(counts)
     return counts
 
 
 def log_recovery(counts: dict[str, int]) -> None:
     metrics.jobs_interrupted(counts["interrupted"])
-    if counts["interrupted"] or counts["expired"]:
-        log.info("recovery: %d jobs interrupted, %d past their deadline deleted", counts["interrupted"], counts["expired"])
+    metrics.jobs_retried("interrupted", counts["retried"])
+    if any(counts.values()):
+        log.info(
+            "recovery: %d jobs interrupted, %d queued again for their next attempt (X-Retry), %d past their deadline deleted",
+            counts["interrupted"], counts["retried"], counts["expired"],
+        )
 
 
 def sweep(now: float | None = None) -> dict[str, int]:

@@ -44,6 +44,31 @@ def queue_place(job: Job) -> dict[str, Any] | None:
     }
 
 
+class Attempt(serializers.Serializer):
+    status = serializers.IntegerField(allow_null=True, help_text="The status it answered, null while it runs.")
+    started_at = serializers.FloatField(help_text="Epoch seconds.")
+    finished_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null while it runs.")
+
+
+def attempts(job: Job) -> list[dict[str, Any]]:
+    """A retried job's attempts: those that ended, then the one running or ended last."""
+    shown = list(job.past_attempts or [])
+    if job.state != Job.State.QUEUED:
+        finished_at = round(job.finished_at, 3) if job.finished_at is not None else None
+        shown.append({"status": job.status, "started_at": round(job.started_at, 3), "finished_at": finished_at})
+    return shown
+
+
+# Fields a job shows only when it was started so (as the guide's jobs answer without them).
+ONLY_IF_ASKED = {
+    "queue": lambda job: job.queue_deadline is not None,  # X-Queue-Timeout
+    "attempt": lambda job: job.retries > 0,  # X-Retry
+    "attempts": lambda job: job.retries > 0,
+    "next_attempt_at": lambda job: job.retries > 0,
+    "rerun_of": lambda job: job.rerun_of is not None,  # POST /jobs/{id}/rerun
+}
+
+
 class JobPoll(PageSuccess):
     """A job as the poll shows it, and as its webhook POSTs it."""
 
@@ -64,11 +89,26 @@ class JobPoll(PageSuccess):
         allow_null=True, required=False,
         help_text="Only for a job started with X-Queue-Timeout: where it waits while queued, then null.",
     )
+    attempt = serializers.IntegerField(
+        min_value=1, required=False, help_text="Only with X-Retry: the attempt running (or next to run), from 1."
+    )
+    attempts = Attempt(
+        many=True, required=False,
+        help_text="Only with X-Retry: each attempt so far, oldest first; the job's own status and result are the last one's.",
+    )
+    next_attempt_at = serializers.FloatField(
+        allow_null=True, required=False,
+        help_text="Only with X-Retry: epoch seconds when an attempt waiting out its back-off goes back in line, else null.",
+    )
+    rerun_of = serializers.RegexField(
+        JOB_ID_PATTERN, required=False, help_text="Only for a re-run (POST /jobs/{job_id}/rerun): the job it re-runs."
+    )
 
     def to_representation(self, instance: JobAt) -> dict[str, Any]:
         shown = super().to_representation(instance)
-        if instance.job.queue_deadline is None:
-            del shown["queue"]  # a job started without X-Queue-Timeout answers as the guide shows it
+        for name, asked in ONLY_IF_ASKED.items():
+            if not asked(instance.job):
+                del shown[name]  # a job started without it answers as the guide shows it
         return shown
 
 
@@ -134,6 +174,22 @@ class JobAt:
     def queue(self) -> dict[str, Any] | None:
         return queue_place(self.job)
 
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return attempts(self.job)
+
+    @property
+    def next_attempt_at(self) -> float | None:
+        return round(self.job.retry_at, 3) if self.job.retry_at is not None and self.job.state == Job.State.QUEUED else None
+
+    @property
+    def rerun_of(self) -> str | None:
+        return self.job.rerun_of
+
 
 def job_body(job: Job, now: float) -> dict[str, Any]:
     """The job as a poll (and the webhook) shows it."""
@@ -163,9 +219,11 @@ class JobAccepted(PageSuccess):
     queue = QueuePlace(
         allow_null=True, required=False, help_text="Only with X-Queue-Timeout: where it waits; null when it runs at once."
     )
+    rerun_of = serializers.RegexField(JOB_ID_PATTERN, required=False, help_text="Only for a re-run: the job it re-runs.")
 
     def to_representation(self, accepted: dict[str, Any]) -> dict[str, Any]:
         shown = super().to_representation(accepted)
-        if "queue" not in accepted:
-            shown.pop("queue", None)  # a start without X-Queue-Timeout answers as the guide shows it
+        for name in ("queue", "rerun_of"):
+            if name not in accepted:
+                shown.pop(name, None)  # a start without it answers as the guide shows it
         return shown

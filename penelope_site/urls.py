@@ -18,7 +18,8 @@ from core.schema import SchemaView
 from jobs import selectors as job_selectors
 from jobs.pressure import PressureView
 from jobs.runner import JobRunner
-from jobs.views import JobCancel, JobDetail, JobListView, JobStart
+from jobs.starting import JobStart
+from jobs.views import JobCancel, JobDetail, JobListView, JobRerun
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
 
@@ -27,6 +28,7 @@ api = "api/v1/"
 # The worker's one job runner: what the job routes and the plugin route share,
 # and what the runtime stops (worker/setup.py).
 job_runner = JobRunner()
+job_start = JobStart(job_runner)
 
 urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
@@ -41,9 +43,10 @@ urlpatterns = [
     path(api + "jobs", JobListView.as_view(runner=job_runner), name="jobs"),
     path(api + "jobs/<str:job_id>", JobDetail.as_view(runner=job_runner), name="job"),
     path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(runner=job_runner), name="job_cancel"),
+    path(api + "jobs/<str:job_id>/rerun", JobRerun.as_view(starter=job_start), name="job_rerun"),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
-    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart(job_runner)), name="plugin"),
+    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=job_start), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),

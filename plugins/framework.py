@@ -44,7 +44,15 @@ log = logging.getLogger("penelope.plugins")
 
 class PluginError(ApiError):
     """Raised by an action to answer a status and a sentence, e.g.
-    `raise PluginError(404, "Account ghost does not exist.")`."""
+    `raise PluginError(404, "Account ghost does not exist.")`.
+
+    For a job started with X-Retry, `retry=True` marks the failure worth
+    another attempt and `retry=False` marks it final, whatever its status;
+    without it the status decides (`jobs.retries.transient`)."""
+
+    def __init__(self, status: int, message: str, page_id: str | None = None, *, retry: bool | None = None):
+        super().__init__(status, message, page_id)
+        self.retry = retry
 
 
 ActionFn = Callable[[Page, dict[str, Any], "Context"], Awaitable[dict[str, Any]]]
@@ -185,22 +193,20 @@ class Outcome:
     body: dict[str, Any]
     started_at: float
     duration_s: float
+    # The plugin's own word on whether a failure is worth another attempt (PluginError's `retry`).
+    retry: bool | None = None
 
 
 async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> Outcome:
     started_at = time.time()
     began = time.monotonic()
-    status, body = await _answer(action, page, params, ctx)
-    return Outcome(status, body, started_at, time.monotonic() - began)
-
-
-async def _answer(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> tuple[int, dict[str, Any]]:
     try:
         result = await _result(action, page, params, ctx)
     except (ApiError, DomainError) as error:
         refused = refusal(error, ctx.page_id)
-        return refused.status, refused.envelope()
-    return 200, {"success": True, "page_id": ctx.page_id, **result}
+        retry = error.retry if isinstance(error, PluginError) else None
+        return Outcome(refused.status, refused.envelope(), started_at, time.monotonic() - began, retry)
+    return Outcome(200, {"success": True, "page_id": ctx.page_id, **result}, started_at, time.monotonic() - began)
 
 
 async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:

@@ -171,13 +171,13 @@ def test_recovery_interrupts_running_jobs_and_drops_expired_ones():
     running = [start(80 + number) for number in range(3)]
     gone = end(start(90, options=polling(ttl=0.001)))
     counts = services.recover(now=time.time() + 1)
-    assert counts == {"interrupted": 3, "expired": 1}
+    assert counts == {"retried": 0, "interrupted": 3, "expired": 1}
     for job in running:
         stored = Job.objects.with_id(job.id)
         assert stored.state == Job.State.INTERRUPTED and stored.status == 503
         assert "worker stopped" in stored.result["error"]
     assert Job.objects.with_id(gone.id) is None
-    assert services.recover() == {"interrupted": 0, "expired": 0}
+    assert services.recover() == {"retried": 0, "interrupted": 0, "expired": 0}
 
 
 def test_the_sweep_deletes_what_is_past_its_deadline_only():

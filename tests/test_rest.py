@@ -18,7 +18,7 @@ from rest_framework import exceptions
 from core.api import ApiError
 from core.rest import ApiView, NoRoute, json_response
 from jobs.options import TTL_PATTERN
-from jobs.views import ttl_pattern
+from jobs.starting import ttl_pattern
 
 KEY = "rest-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -144,7 +144,10 @@ def test_path_parameters_carry_their_patterns(document: dict):
 def test_plugin_route_lists_the_job_headers_and_the_actions(document: dict):
     operation = document["paths"]["/api/v1/{page_id}/plugin/{family}/{action}"]["get"]
     headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
-    assert set(headers) == {"X-Lease", "X-Result-Ttl", "X-Callback-Url", "Idempotency-Key", "X-Queue-Timeout", "X-Priority"}
+    assert set(headers) == {
+        "X-Lease", "X-Result-Ttl", "X-Callback-Url", "Idempotency-Key", "X-Queue-Timeout", "X-Priority", "X-Retry",
+        "X-Retry-Backoff",
+    }
     # A header is a string: the pattern is what the server accepts, plain decimal seconds in (0, 600].
     ttl = re.compile(headers["X-Result-Ttl"]["schema"]["pattern"])
     assert all(ttl.search(good) for good in ("600", "600.0", "1", "0.5", ".5", "599.999", "0600"))

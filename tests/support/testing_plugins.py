@@ -122,3 +122,27 @@ class BlobParams(serializers.Serializer):
 async def blob(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """A result of `size` characters: large job events."""
     return {"data": "x" * params["size"]}
+
+
+class FlakyParams(serializers.Serializer):
+    path = serializers.CharField()  # a file of the test's own: one line per attempt, kept across restarts
+    failures = serializers.IntegerField(min_value=0, max_value=20)
+    status = serializers.IntegerField(min_value=400, max_value=599, default=503)
+    retry = serializers.BooleanField(allow_null=True, default=None)
+    hold_first = serializers.BooleanField(default=False)
+
+
+@family.action("flaky", params=FlakyParams)
+async def flaky(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Fail the first `failures` attempts with `status` (and the plugin's own
+    word on retrying, when given), then succeed; with `hold_first`, the first
+    attempt holds the page until the worker stops under it."""
+    with open(params["path"], "a+") as attempts:
+        attempts.seek(0)
+        attempt = len(attempts.readlines()) + 1
+        attempts.write(f"{time.time()}\n")
+    if attempt == 1 and params["hold_first"]:
+        await asyncio.sleep(600)
+    if attempt <= params["failures"]:
+        raise PluginError(params["status"], f"Attempt {attempt} fails on purpose.", retry=params["retry"])
+    return {"attempt": attempt}
