@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from core.awake import must_stay_awake
+from django.conf import settings
+
+from core.awake import must_stay_awake, write_next_wake
 
 
 @dataclass
@@ -17,6 +19,9 @@ class Tracker:
     requests_in_flight: int = 0
     last_activity_at: float = 0.0  # epoch seconds; 0 until the first request
     started_at: float = 0.0
+    # Epoch seconds of the next instant the worker has work of its own to
+    # start (a schedule's fire), None when it has none: set by the schedules.
+    next_wake_at: float | None = None
 
     def touch(self) -> None:
         self.last_activity_at = time.time()
@@ -42,7 +47,16 @@ class Tracker:
             webhooks_pending=webhooks_pending,
             idle_seconds=self.idle_now(jobs_in_flight=jobs_in_flight, webhooks_pending=webhooks_pending, now=now),
             idle_timeout_s=idle_timeout_s,
+            next_wake_in_s=self.next_wake_at - now if self.next_wake_at is not None else None,
+            wake_lead_s=settings.WAKE_LEAD_S,
         )
+
+    def wake_at(self, at: float | None) -> None:
+        """The worker's next wake changed: shown by the activity route and
+        kept in the store, where its supervisor reads it while it sleeps."""
+        if at != self.next_wake_at:
+            self.next_wake_at = at
+            write_next_wake(settings.STORE_DIR, at)
 
 
 tracker = Tracker(started_at=time.time())

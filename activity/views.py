@@ -56,8 +56,15 @@ class Activity(Success):
         max_value=1,
         help_text=(
             "1 while the worker must stay awake: a request or a job in flight, a webhook job waiting for "
-            "delivery, or idle for less than IDLE_TIMEOUT_S; else 0. The waker's stop rule; KEDA's "
-            "metrics-api scaler reads it (valueLocation `stay_awake`)."
+            "delivery, idle for less than IDLE_TIMEOUT_S, or a schedule's fire due within WAKE_LEAD_S; else 0. "
+            "The waker's stop rule; KEDA's metrics-api scaler reads it (valueLocation `stay_awake`)."
+        ),
+    )
+    next_wake_at = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Epoch seconds of the next fire of a schedule that is not paused, null when there is none: when a "
+            "supervisor must have the worker running (the waker starts a sleeping worker WAKE_LEAD_S before)."
         ),
     )
     browser_state = serializers.ChoiceField(
@@ -165,6 +172,7 @@ class ActivityView(ApiView):
                 "busy_pages": [name for name, page in registry.pages.items() if page.busy],
                 "stay_awake": int(tracker.stays_awake(**counts, idle_timeout_s=settings.IDLE_TIMEOUT_S, now=now)),
                 "browser_state": browser_state(),
+                "next_wake_at": round(tracker.next_wake_at, 3) if tracker.next_wake_at is not None else None,
             },
         )
 

@@ -98,6 +98,9 @@ MAX_PAGES = env_int("MAX_PAGES", 8)
 # (`stay_awake` in GET /api/v1/activity, core/awake.py): a persona's
 # `idle_timeout_s`, set per persona by `waker export-kubernetes`.
 IDLE_TIMEOUT_S = env_float("IDLE_TIMEOUT_S", 60)
+# A schedule's fire due within this many seconds keeps the worker awake
+# (`stay_awake`): the waker starts a sleeping worker this long before a fire.
+WAKE_LEAD_S = env_float("WAKE_LEAD_S", 30)
 MAX_JOBS = env_int("MAX_JOBS", 1000)
 # Jobs that may wait in one page's queue (X-Queue-Timeout); one more answers 429.
 QUEUE_MAX = env_int("QUEUE_MAX", 100)

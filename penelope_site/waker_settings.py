@@ -26,6 +26,9 @@ WAKER_KEY = env_str("WAKER_KEY")
 WAKER_PERSONAS = Path(env_str("WAKER_PERSONAS", "./personas.json")).resolve()
 # How often the waker reads each running worker's activity.
 WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
+# A sleeping worker is started this many seconds before its next schedule's
+# fire (its store's next-wake-at), and not stopped while one is due as soon.
+WAKE_LEAD_S = env_float("WAKE_LEAD_S", 30)
 # How long a worker may take to answer its health check after it is started.
 WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
 # How long a worker has to stop after SIGTERM before it gets SIGKILL.

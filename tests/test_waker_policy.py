@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.awake import WAKE_FILE, read_next_wake, write_next_wake
 from waker.personas import ALWAYS, SLEEPY
 from waker.policy import MAX_RETRY_S, Activity, retry_delay, stop_due
 
@@ -47,3 +48,33 @@ def test_stop_due(mode, read, quiet, running_for, due):
 def test_a_failed_always_start_is_retried_after_a_doubling_delay_up_to_a_minute():
     assert [retry_delay(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
     assert retry_delay(100) == MAX_RETRY_S
+
+
+@pytest.mark.parametrize(
+    "next_wake_at, due",
+    [
+        (None, True),  # no schedule: idle is idle
+        (100.0, True),  # its next fire is past the lead (30 s here): it may sleep and be woken
+        (30.0, False),  # a fire due within the lead keeps it up
+        (-5.0, False),  # so does one overdue
+    ],
+)
+def test_a_sleepy_worker_is_not_stopped_just_before_its_schedules_fire(next_wake_at, due):
+    read = Activity(
+        requests_in_flight=0, jobs_in_flight=0, webhooks_pending=0, idle_seconds=600.0, read_at=0.0,
+        next_wake_at=next_wake_at,
+    )
+    assert stop_due(
+        mode=SLEEPY, activity=read, quiet=True, running_for=600.0, idle_timeout_s=60.0, recycle_s=3600.0,
+        wake_lead_s=30.0,
+    ) is due
+
+
+def test_the_next_wake_is_read_back_from_the_store_as_written(tmp_path):
+    assert read_next_wake(tmp_path) is None
+    write_next_wake(tmp_path, 1_800_000_000.25)
+    assert read_next_wake(tmp_path) == 1_800_000_000.25
+    write_next_wake(tmp_path, None)
+    assert read_next_wake(tmp_path) is None and not list(tmp_path.iterdir())
+    (tmp_path / WAKE_FILE).write_text("garbage")
+    assert read_next_wake(tmp_path) is None

@@ -48,6 +48,10 @@ stops = Counter(
     "Workers the waker stopped, by persona and reason (idle, asked, waker, browser_failed); recycles are counted apart.",
     ["persona", "reason"], registry=registry,
 )
+schedule_wakes = Counter(
+    "penelope_waker_schedule_wakes", "Sleeping workers started for a schedule's fire (their store's next-wake-at).",
+    ["persona"], registry=registry,
+)
 recycles = Counter(
     "penelope_waker_recycles", "`always` workers stopped at their recycle interval (and started again).", ["persona"],
     registry=registry,
@@ -63,6 +67,7 @@ def known(personas: Iterable[str]) -> None:
         for reason in STOP_REASONS:
             stops.labels(name, reason)
         recycles.labels(name)
+        schedule_wakes.labels(name)
 
 
 def woke(persona: str, seconds: float) -> None:
@@ -76,6 +81,10 @@ def wake_failed(persona: str) -> None:
 
 def stopped(persona: str, reason: str) -> None:
     stops.labels(persona, reason).inc()
+
+
+def woken_for_schedule(persona: str) -> None:
+    schedule_wakes.labels(persona).inc()
 
 
 def recycled(persona: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from core.awake import read_next_wake, wake_due
 from waker import metrics, readings
 from waker import process as processes
 from waker.personas import ALWAYS, SLEEPY, Persona
@@ -267,7 +268,13 @@ class PersonaWorker:
 
     async def policy_step(self) -> None:
         if self.state == STOPPED:
-            if self.persona.mode == ALWAYS and not self.stay_stopped and time.monotonic() >= self._retry_at:
+            if self.stay_stopped or time.monotonic() < self._retry_at:
+                return
+            if self.persona.mode == ALWAYS:
+                await self._start_always()
+            elif (at := read_next_wake(self.persona.store)) is not None and wake_due(at - time.time(), settings.WAKE_LEAD_S):
+                log.info("persona %s: starting the worker for its schedule's fire at %.3f", self.persona.name, at)
+                metrics.woken_for_schedule(self.persona.name)
                 await self._start_always()
             return
         if self.state != RUNNING:
@@ -284,6 +291,7 @@ class PersonaWorker:
             running_for=time.monotonic() - self.running_since,
             idle_timeout_s=self.persona.idle_timeout_s,
             recycle_s=self.persona.recycle_s,
+            wake_lead_s=settings.WAKE_LEAD_S,
         )
         if not due:
             return
@@ -331,6 +339,8 @@ class PersonaWorker:
             await self._start_always()
 
     async def _start_always(self) -> None:
+        """Start the worker from the policy (an `always` one, or a `sleepy`
+        one due for a fire); a failed start is tried again after a back-off."""
         try:
             await self._join_start_attempt()
         except StartFailed as error:

@@ -24,6 +24,8 @@ class Activity:
     read_at: float  # epoch seconds
     # The worker's browser as its health says it (`up`, `relaunching`, `failed`…).
     browser_state: str = "up"
+    # Epoch seconds of its next schedule's fire, None when it has none.
+    next_wake_at: float | None = None
 
     @property
     def browser_failed(self) -> bool:
@@ -46,7 +48,8 @@ class Activity:
 
 
 def stop_due(
-    *, mode: str, activity: Activity | None, quiet: bool, running_for: float, idle_timeout_s: float, recycle_s: float
+    *, mode: str, activity: Activity | None, quiet: bool, running_for: float, idle_timeout_s: float, recycle_s: float,
+    wake_lead_s: float = 0.0,
 ) -> bool:
     """Whether a running worker is to be stopped (`sleepy`) or recycled
     (`always`) now: never while its activity cannot be read, while it has a
@@ -65,6 +68,8 @@ def stop_due(
             webhooks_pending=activity.webhooks_pending,
             idle_seconds=min(activity.idle_seconds, running_for),
             idle_timeout_s=idle_timeout_s,
+            next_wake_in_s=activity.next_wake_at - activity.read_at if activity.next_wake_at is not None else None,
+            wake_lead_s=wake_lead_s,
         )
     return running_for >= recycle_s
 

@@ -63,6 +63,7 @@ async def read_activity(http: httpx.AsyncClient, persona: Persona) -> Activity:
             idle_seconds=float(body["idle_seconds"]),
             read_at=time.time(),
             browser_state=str(body.get("browser_state", "up")),
+            next_wake_at=float(body["next_wake_at"]) if body.get("next_wake_at") is not None else None,
         )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
         raise ActivityUnreadable(str(error) or error.__class__.__name__) from None
