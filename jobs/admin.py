@@ -16,7 +16,8 @@ EXPIRED = "expired, removed at the next sweep"
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "state", "queue", "mode", "plugin", "page_id", "started", "finished", "status", "attempts", "held_until",
+        "id", "state", "queue", "mode", "plugin", "page_id", "started", "finished", "status", "tries", "attempts",
+        "held_until",
     )
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
@@ -26,6 +27,7 @@ class JobAdmin(ReadOnlyAdmin):
         "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "page_id", "started", "finished",
         "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
+        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id",
         "progress_json", "params_json", "result_json", "media_tokens",
     )
 
@@ -45,6 +47,20 @@ class JobAdmin(ReadOnlyAdmin):
         if job.state != Job.State.QUEUED:
             return "-"
         return f"#{Job.objects.queued_ahead_of(job) + 1}, priority {job.priority}"
+
+    @admin.display(description="attempt")
+    def tries(self, job: Job) -> str:
+        """A job started with X-Retry: the attempt running (or next), of how many at most."""
+        return f"{job.attempt} of {job.retries + 1}" if job.retries else "-"
+
+    @admin.display(description="next attempt at")
+    def next_try(self, job: Job) -> str:
+        """While a retry waits out its back-off: when it goes back in line."""
+        return when(job.retry_at) if job.state == Job.State.QUEUED else "-"
+
+    @admin.display(description="past attempts")
+    def past_attempts_json(self, job: Job) -> str:
+        return pretty_json(job.past_attempts)
 
     @admin.display(description="queued until")
     def queued_until(self, job: Job) -> str:
@@ -71,7 +87,7 @@ class JobAdmin(ReadOnlyAdmin):
             return EXPIRED
         return when(job.expires_at)
 
-    @admin.display(description="next attempt")
+    @admin.display(description="next webhook attempt")
     def next_attempt(self, job: Job) -> str:
         return when(job.next_attempt_at)
 

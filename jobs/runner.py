@@ -13,9 +13,9 @@ in the store:
 The invariants between them (checked by `check`, which the tests call):
 
 1. A job is in `running` from the moment its row is stored until its run's
-   task ends; while it is there its row reads `running` unless its end is
-   stored (`run.stored`), and its page names it (`page.job_id`) until the
-   plugin lets the page go.
+   task ends, through every attempt; its row reads `queued` while it has no
+   page, else `running`, unless its end is stored (`run.stored`); its page
+   names it (`page.job_id`) from its claim until the plugin lets it go.
 2. A job is in `recent` only once its end is stored, only as that end
    stored it, and only a polling job (nothing else changes such a row until
    it is deleted, past its deadline or forgotten through this runner).

@@ -109,3 +109,28 @@ async def test_a_stop_leaves_the_job_running_for_recovery(page):
     assert runner.running == {} and not page.busy
     stored = await on_db_thread(find_live_job)(job_id=job.id, now=time.time())
     assert stored.state == Job.State.RUNNING
+
+
+FLAKY = testing_plugins.family.actions["flaky"]
+
+
+async def test_a_retried_job_keeps_the_invariants_through_its_back_off_and_its_next_attempt(page, tmp_path):
+    runner = JobRunner()
+    params = FLAKY.validate({"path": str(tmp_path / "attempts"), "failures": 1, "status": 502})
+    job = await runner.submit(
+        page=page, action=FLAKY, params=params, lease_id=None, options=JobOptions(ttl=30, retries=1, retry_backoff=0.3)
+    )
+    run = runner.running[job.id]
+    while not run.requeued:  # the first attempt fails, and is stored queued for the next
+        await asyncio.sleep(0.01)
+    runner.check()
+    assert run.claim is None and run.job.state == Job.State.QUEUED and run.job.attempt == 2 and not page.busy
+    polled = await runner.poll(job.id)
+    assert polled.state == Job.State.QUEUED and polled.retry_at > time.time()
+    ended = await runner.wait(job.id, 10)
+    runner.check()
+    assert ended.state == Job.State.DONE and ended.status == 200 and ended.attempt == 2
+    assert [attempt["status"] for attempt in ended.past_attempts] == [502]
+    await run.task
+    assert job.id not in runner.running and page.job_id is None
+    runner.check()
