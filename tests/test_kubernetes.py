@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.awake import write_next_wake
 from harness.worker import ROOT
 from tests.test_first_hour import readme_block
 
@@ -238,3 +239,22 @@ def test_export_refuses_a_bad_namespace_and_clashing_names(tmp_path):
     clash = {"personas": [{"name": "a_b", "store": "x", "port": 5001}, {"name": "a-b", "store": "y", "port": 5002}]}
     done = export(tmp_path, clash)
     assert done.returncode != 0 and "would both be penelope-a-b on Kubernetes" in done.stderr
+
+
+def test_a_sleepy_persona_with_schedules_runs_always_on_the_cluster(tmp_path):
+    personas = readme_personas()
+    bob = personas["personas"][1]
+    assert bob["mode"] == "sleepy"
+    store = (tmp_path / bob["store"]).resolve()
+    store.mkdir(parents=True)
+    write_next_wake(store, 1_800_000_000.0)  # what its worker records while it has a schedule
+    exported = export(tmp_path, personas)
+    assert exported.returncode == 0, exported.stderr
+    assert "Persona bob is sleepy but has schedules: it runs always" in exported.stderr
+    docs = [doc for doc in yaml.safe_load_all(exported.stdout) if doc]
+    assert by_kind(docs, "StatefulSet")["penelope-bob"]["spec"]["replicas"] == 1
+    assert not [doc for doc in docs if doc["kind"] in KEDA_KINDS and doc["metadata"]["labels"]["penelope.dev/persona"] == "bob"]
+    # Without schedules it sleeps as before.
+    write_next_wake(store, None)
+    docs = [doc for doc in yaml.safe_load_all(export(tmp_path, personas).stdout) if doc]
+    assert "replicas" not in by_kind(docs, "StatefulSet")["penelope-bob"]["spec"]

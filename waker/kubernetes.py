@@ -9,7 +9,8 @@ Secret, its idle timeout as IDLE_TIMEOUT_S. A `sleepy` persona also gets the
 KEDA objects that wake it on a request (an HTTPScaledObject of the HTTP
 add-on) and keep it up while the worker says it must stay awake (a
 ScaledObject whose metrics-api trigger reads `stay_awake` from its
-GET /api/v1/activity); an `always` one is one replica, without them.
+GET /api/v1/activity); an `always` one is one replica, without them, and so
+is a sleepy one whose store here has schedules (`cluster_mode`).
 
 Pure functions of the file and the base, apart from reading a key the
 persona's store already holds: nothing here talks to a cluster.
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from core.awake import read_next_wake
 from waker.personas import ALWAYS, SLEEPY, PersonasInvalid, checked_personas
 
 BASE_DIR = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes" / "base"
@@ -58,6 +60,18 @@ class ExportedPersona:
     idle_timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
     store: Path | None = None
+
+    @property
+    def has_schedules(self) -> bool:
+        """Its store on this host records a next wake: it has a schedule that is not paused."""
+        return self.store is not None and read_next_wake(self.store) is not None
+
+    @property
+    def cluster_mode(self) -> str:
+        """How it runs on a cluster: a sleepy persona with schedules runs
+        always, for at zero replicas nothing reads its next wake (KEDA's
+        triggers read a running worker, or wake it on a request)."""
+        return ALWAYS if self.mode == SLEEPY and self.has_schedules else self.mode
 
 
 def read_personas(path: Path) -> list[ExportedPersona]:
@@ -178,12 +192,12 @@ def persona_documents(
                 if key not in SECRET_SETTINGS:
                     _set_env(container, key, value)
             pod["terminationGracePeriodSeconds"] = grace_period_s(persona.env)
-            if persona.mode == SLEEPY:
+            if persona.cluster_mode == SLEEPY:
                 # KEDA owns the replica count (0 or 1): a re-apply must not reset it.
                 spec.pop("replicas", None)
             else:
                 spec["replicas"] = 1
-    if persona.mode == SLEEPY:
+    if persona.cluster_mode == SLEEPY:
         documents += keda_documents(persona, name=name, namespace=namespace, domain=domain)
     return documents
 

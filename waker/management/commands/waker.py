@@ -105,11 +105,16 @@ class Command(BaseCommand):
         if personas_file is None or not namespace:
             raise CommandError("export-kubernetes needs the personas file and --namespace NAME.")
         try:
-            files = kubernetes.export(
-                kubernetes.read_personas(personas_file.resolve()), namespace=namespace, image=image, domain=domain
-            )
+            personas = kubernetes.read_personas(personas_file.resolve())
+            files = kubernetes.export(personas, namespace=namespace, image=image, domain=domain)
         except PersonasInvalid as error:
             raise CommandError(str(error)) from None
+        for persona in personas:
+            if persona.cluster_mode != persona.mode:
+                self.stderr.write(
+                    f"Persona {persona.name} is sleepy but has schedules: it runs always (one replica) on the "
+                    "cluster, as nothing there could wake it for a fire (docs/guides/SCALING.md).\n"
+                )
         if output is None:
             self.stdout.write(kubernetes.as_one_stream(files), ending="")
             return
