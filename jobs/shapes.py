@@ -65,10 +65,16 @@ class JobPoll(PageSuccess):
         help_text="Only for a job started with X-Queue-Timeout: where it waits while queued, then null.",
     )
 
+    schedule_id = serializers.RegexField(
+        JOB_ID_PATTERN, required=False, help_text="Only for a job a schedule fired: the schedule's id."
+    )
+
     def to_representation(self, instance: JobAt) -> dict[str, Any]:
         shown = super().to_representation(instance)
         if instance.job.queue_deadline is None:
             del shown["queue"]  # a job started without X-Queue-Timeout answers as the guide shows it
+        if instance.job.schedule_id is None:
+            del shown["schedule_id"]  # a client's job answers as the guide shows it
         return shown
 
 
@@ -133,6 +139,10 @@ class JobAt:
     @property
     def queue(self) -> dict[str, Any] | None:
         return queue_place(self.job)
+
+    @property
+    def schedule_id(self) -> str | None:
+        return self.job.schedule_id
 
 
 def job_body(job: Job, now: float) -> dict[str, Any]:

@@ -21,12 +21,18 @@ from jobs.runner import JobRunner
 from jobs.views import JobCancel, JobDetail, JobListView, JobStart
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
+from schedules.firing import ScheduleFirer
+from schedules.views import ScheduleCollection, ScheduleDetail, ScheduleTrigger
 
 api = "api/v1/"
 
 # The worker's one job runner: what the job routes and the plugin route share,
 # and what the runtime stops (worker/setup.py).
 job_runner = JobRunner()
+job_start = JobStart(job_runner)
+# The schedules' loop, which starts jobs on the same runner; the runtime runs
+# it (worker/setup.py) and the trigger route fires through it.
+schedule_firer = ScheduleFirer(job_runner)
 
 urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
@@ -41,9 +47,15 @@ urlpatterns = [
     path(api + "jobs", JobListView.as_view(runner=job_runner), name="jobs"),
     path(api + "jobs/<str:job_id>", JobDetail.as_view(runner=job_runner), name="job"),
     path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(runner=job_runner), name="job_cancel"),
+    path(api + "schedules", ScheduleCollection.as_view(), name="schedules"),
+    path(api + "schedules/<str:schedule_id>", ScheduleDetail.as_view(), name="schedule"),
+    path(
+        api + "schedules/<str:schedule_id>/trigger", ScheduleTrigger.as_view(firer=schedule_firer, jobs=job_start),
+        name="schedule_trigger",
+    ),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
-    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart(job_runner)), name="plugin"),
+    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=job_start), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),
