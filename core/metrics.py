@@ -8,6 +8,8 @@ happen.
 - a webhook attempt's outcome: `jobs.delivery.post` (`webhook_attempt`);
 - a memory purge: `browser.purge` (`purged`);
 - a browser relaunch and a page's crash: `browser.runner` and `browser.pages`.
+- a schedule's fire: `schedule.fired` and `schedule.skipped` on the bus, and
+  `schedules.firing` for the fires missed and refused.
 
 What is state rather than an event (pages, jobs and media held, the
 browser's memory) is not counted here: it is read when a scrape asks
