@@ -155,8 +155,9 @@ class ScheduleFirer:
             )
             if not await on_db_thread(schedule.record_missed)(count=plan.missed, next_fire_at=plan.next_fire_at, expected=due):
                 continue
-            metrics.schedule_missed(plan.missed)
-            log.info("schedule %s: %d fires missed while the worker was stopped", schedule.name, plan.missed)
+            if plan.missed:
+                metrics.schedule_missed(plan.missed)
+                log.info("schedule %s: %d fires missed while the worker was stopped", schedule.name, plan.missed)
             if plan.fire_at is not None:
                 self.fire_in_background(schedule, fire_at=plan.fire_at, following=plan.next_fire_at)
 

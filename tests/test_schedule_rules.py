@@ -123,6 +123,15 @@ async def test_patch_checks_the_merged_schedule_and_changes_nothing_when_refused
     assert (await api("delete", path)).status_code == 404
 
 
+async def test_webhook_refuse_private_refuses_a_callback_into_loopback(settings):
+    settings.WEBHOOK_REFUSE_PRIVATE = True
+    body = {**VALID, "result_ttl": None, "callback_url": "http://127.0.0.1:9/hook"}
+    response = await api("post", "schedules", body)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Invalid parameter 'callback_url': X-Callback-Url is refused")
+    assert await Schedule.objects.acount() == 0
+
+
 def test_the_rules_complete_a_schedule_and_refuse_with_the_field_named():
     cleaned = rules.clean({**VALID, "retry": 3, "queue_timeout": 30})
     assert cleaned["retry"] == 3 and cleaned["retry_backoff"] == 5.0 and cleaned["queue_timeout"] == 30.0

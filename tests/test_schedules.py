@@ -238,3 +238,17 @@ def test_fires_missed_while_stopped_are_counted_and_the_latest_caught_up(make_wo
         missed = read(api, counted)
         assert (missed["missed"], missed["fired"], jobs_of(api, counted)) == (4, 0, [])
         assert missed["next_fire_at"] == last_hour + 3600 == caught_up["next_fire_at"]
+
+
+def test_a_change_through_the_api_wakes_the_loop_at_once(make_worker):
+    """With SCHEDULE_CHECK_S at a minute, only the wake-up makes a new
+    schedule, or a changed one, fire within seconds."""
+    worker = make_worker(env={**ENV, "SCHEDULE_CHECK_S": "60"})
+    with worker.client() as api:
+        first = schedule(api, "woken-by-create")["schedule_id"]
+        wait_until(lambda: read(api, first)["fired"] >= 1, timeout=10, what="a fire of the new schedule")
+        remove(api, first)
+        yearly = schedule(api, "woken-by-change", cron="0 0 1 1 *")["schedule_id"]
+        assert api.patch(f"/schedules/{yearly}", json={"cron": EVERY_SECOND}).status_code == 200
+        wait_until(lambda: read(api, yearly)["fired"] >= 1, timeout=10, what="a fire of the changed schedule")
+        remove(api, yearly)
