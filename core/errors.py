@@ -142,3 +142,27 @@ class Interrupted(DomainError):
 
 class Cancelled(DomainError):
     """A client cancelled the job."""
+
+
+# --- schedules ---------------------------------------------------------------------------
+
+
+class InvalidSchedule(DomainError):
+    """A schedule's field is not valid; `field` names it (the API's 400, the admin form's error)."""
+
+    def __init__(self, field: str, why: str, message: str | None = None):
+        super().__init__(message or f"Invalid parameter '{field}': {why}")
+        self.field = field
+        self.why = why
+
+
+class NoSuchSchedule(DomainError):
+    pass
+
+
+class ScheduleNameTaken(DomainError):
+    """Another schedule has this name."""
+
+
+class ScheduleOverlap(DomainError):
+    """A trigger found the schedule's previous job still queued or running, and its overlap is `skip`."""

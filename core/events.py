@@ -54,7 +54,10 @@ class Event(enum.StrEnum):
     BROWSER_DOWN = "browser.down"
     BROWSER_UP = "browser.up"
     BROWSER_FAILED = "browser.failed"
-
+    # A schedule started its job (`job_id`), or skipped a fire because its
+    # previous job still ran (overlap `skip`); `detail` names the schedule.
+    SCHEDULE_FIRED = "schedule.fired"
+    SCHEDULE_SKIPPED = "schedule.skipped"
 
 
 class Watchers:

@@ -8,6 +8,8 @@ happen.
 - a webhook attempt's outcome: `jobs.delivery.post` (`webhook_attempt`);
 - a memory purge: `browser.purge` (`purged`);
 - a browser relaunch and a page's crash: `browser.runner` and `browser.pages`.
+- a schedule's fire: `schedule.fired` and `schedule.skipped` on the bus, and
+  `schedules.firing` for the fires missed and refused.
 
 What is state rather than an event (pages, jobs and media held, the
 browser's memory) is not counted here: it is read when a scrape asks
@@ -98,6 +100,19 @@ job_retries = Counter(
     registry=registry,
 )
 page_crashes = Counter("penelope_page_crashes", "Page renderers that crashed (each page reopened before its next call).", registry=registry)
+# Schedules (schedules/): each fire ends one of four ways.
+schedule_fires = Counter("penelope_schedule_fires", "Schedule fires that started their job.", registry=registry)
+schedule_skips = Counter(
+    "penelope_schedule_skips", "Schedule fires skipped: the previous job still ran (overlap `skip`).", registry=registry,
+)
+schedule_misses = Counter(
+    "penelope_schedule_misses", "Schedule fires missed while the worker was stopped (past `catchup_s`), or run late.",
+    registry=registry,
+)
+schedule_refusals = Counter(
+    "penelope_schedule_refusals", "Schedule fires whose job start was refused (page not open, a full queue, MAX_JOBS...).",
+    registry=registry,
+)
 
 # Every label value these families can take is known: their series exist, at
 # 0, from the start, so a rate over them needs no first event.
@@ -135,6 +150,10 @@ def on_event(event: str, fields: dict[str, object]) -> None:
         jobs_started.labels(fields.get("mode") or "unknown").inc()
     elif event == "job.ended":
         jobs_ended.labels(fields.get("state") or "unknown").inc()
+    elif event == "schedule.fired":
+        schedule_fires.inc()
+    elif event == "schedule.skipped":
+        schedule_skips.inc()
 
 
 def jobs_interrupted(count: int) -> None:
@@ -203,3 +222,13 @@ def jobs_retried(status: int | str, count: int = 1) -> None:
 def queue_full() -> None:
     if ENABLED:
         queue_refused.inc()
+
+
+def schedule_missed(count: int) -> None:
+    if ENABLED and count:
+        schedule_misses.inc(count)
+
+
+def schedule_refused() -> None:
+    if ENABLED:
+        schedule_refusals.inc()

@@ -83,7 +83,7 @@ class JobQuerySet(models.QuerySet):
 
     def listed(
         self, *, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
-        after: tuple[float, str] | None = None,
+        schedule_id: str | None = None, after: tuple[float, str] | None = None,
     ) -> JobQuerySet:
         """Newest first, after the cursor `after` (`(started_at, id)` of the
         last job of the previous page), without the results: one indexed query."""
@@ -92,6 +92,8 @@ class JobQuerySet(models.QuerySet):
             jobs = jobs.filter(page_id=page_id)
         if plugin is not None:
             jobs = jobs.filter(plugin=plugin)
+        if schedule_id is not None:
+            jobs = jobs.filter(schedule_id=schedule_id)
         if after is not None:
             started_at, job_id = after
             jobs = jobs.filter(Q(started_at__lt=started_at) | Q(started_at=started_at, id__lt=job_id))

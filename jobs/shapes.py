@@ -66,6 +66,7 @@ ONLY_IF_ASKED = {
     "attempts": lambda job: job.retries > 0,
     "next_attempt_at": lambda job: job.retries > 0,
     "rerun_of": lambda job: job.rerun_of is not None,  # POST /jobs/{id}/rerun
+    "schedule_id": lambda job: job.schedule_id is not None,  # a schedule's fire
 }
 
 
@@ -102,6 +103,9 @@ class JobPoll(PageSuccess):
     )
     rerun_of = serializers.RegexField(
         JOB_ID_PATTERN, required=False, help_text="Only for a re-run (POST /jobs/{job_id}/rerun): the job it re-runs."
+    )
+    schedule_id = serializers.RegexField(
+        JOB_ID_PATTERN, required=False, help_text="Only for a job a schedule fired: the schedule's id."
     )
 
     def to_representation(self, instance: JobAt) -> dict[str, Any]:
@@ -189,6 +193,10 @@ class JobAt:
     @property
     def rerun_of(self) -> str | None:
         return self.job.rerun_of
+
+    @property
+    def schedule_id(self) -> str | None:
+        return self.job.schedule_id
 
 
 def job_body(job: Job, now: float) -> dict[str, Any]:

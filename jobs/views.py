@@ -167,6 +167,7 @@ class JobListQuery(serializers.Serializer):
     state = serializers.ChoiceField(choices=Job.State.values, required=False, help_text="Only jobs in this state.")
     page_id = serializers.RegexField(f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page.")
     plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`.")
+    schedule = serializers.RegexField(JOB_ID_PATTERN, required=False, help_text="Only jobs this schedule fired (its id).")
     limit = serializers.IntegerField(
         min_value=1, max_value=MAX_LIST_LIMIT, default=LIST_LIMIT, help_text="Jobs per answer."
     )
@@ -209,6 +210,8 @@ class JobListView(ApiView):
         # A plain dict: DRF reads a QueryDict as a form, where a blank value counts as absent.
         query = dict(validated(JobListQuery, dict(request.query_params.items())))
         after = query.pop("cursor", None)
+        if "schedule" in query:
+            query["schedule_id"] = query.pop("schedule")
         jobs, next_after = await self.runner.jobs(**query, after=after)
         now = time.time()
         body = {"success": True, "page_id": None, "jobs": [JobAt(job, now) for job in jobs], "next": encode_cursor(next_after)}

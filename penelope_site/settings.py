@@ -162,6 +162,10 @@ BROWSER_CHECK_S = env_float("BROWSER_CHECK_S", 10)
 # How long a cancelled job's plugin gets to stop before its browser page is
 # closed and opened again under the same name.
 CANCEL_GRACE_S = env_float("CANCEL_GRACE_S", 5)
+# How often the schedules' loop reads the store even when nothing woke it:
+# a change made by `manage.py schedules` in another process takes effect
+# within this. The API and the admin wake the loop at once.
+SCHEDULE_CHECK_S = env_float("SCHEDULE_CHECK_S", 5)
 # Long-polls (`GET /api/v1/jobs/{id}?wait=S`) waiting at once; one more answers 503.
 MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # Event sockets (`/api/v1/events`) open at once, and the events each may
@@ -216,6 +220,7 @@ INSTALLED_APPS = [
     "media_store",
     "activity",
     "jobs",
+    "schedules",
     "worker",
     "demo_site",
 ]

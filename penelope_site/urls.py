@@ -22,6 +22,8 @@ from jobs.starting import JobStart
 from jobs.views import JobCancel, JobDetail, JobListView, JobRerun
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
+from schedules.firing import ScheduleFirer
+from schedules.views import ScheduleCollection, ScheduleDetail, ScheduleTrigger
 
 api = "api/v1/"
 
@@ -29,6 +31,9 @@ api = "api/v1/"
 # and what the runtime stops (worker/setup.py).
 job_runner = JobRunner()
 job_start = JobStart(job_runner)
+# The schedules' loop, which starts jobs on the same runner; the runtime runs
+# it (worker/setup.py) and the trigger route fires through it.
+schedule_firer = ScheduleFirer(job_runner)
 
 urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
@@ -44,6 +49,12 @@ urlpatterns = [
     path(api + "jobs/<str:job_id>", JobDetail.as_view(runner=job_runner), name="job"),
     path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(runner=job_runner), name="job_cancel"),
     path(api + "jobs/<str:job_id>/rerun", JobRerun.as_view(starter=job_start), name="job_rerun"),
+    path(api + "schedules", ScheduleCollection.as_view(), name="schedules"),
+    path(api + "schedules/<str:schedule_id>", ScheduleDetail.as_view(), name="schedule"),
+    path(
+        api + "schedules/<str:schedule_id>/trigger", ScheduleTrigger.as_view(firer=schedule_firer, jobs=job_start),
+        name="schedule_trigger",
+    ),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
     path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=job_start), name="plugin"),

@@ -10,7 +10,8 @@ from django.urls import get_resolver
 
 from harness.worker import TEST_KEY
 
-SAMPLE = {"page_id": "main", "family": "web", "action": "state", "name": "content", "token": "abc", "job_id": "0123456789abcdef"}
+SAMPLE = {"page_id": "main", "family": "web", "action": "state", "name": "content", "token": "abc", "job_id": "0123456789abcdef",
+          "schedule_id": "0123456789abcdef"}
 
 
 def api_routes() -> list[str]:

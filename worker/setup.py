@@ -70,7 +70,7 @@ async def log_browser_events() -> None:
 
 def build_runtime() -> Runtime:
     from jobs.delivery import Deliverer
-    from penelope_site.urls import job_runner
+    from penelope_site.urls import job_runner, schedule_firer
 
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
@@ -81,6 +81,8 @@ def build_runtime() -> Runtime:
     runtime.services.append(deliverer.follow_bus)
     # Jobs a restart left queued wait for their pages again, once the browser is up.
     runtime.services.append(job_runner.resume_queued)
+    # Schedules: the fires missed while stopped first, then each at its instant.
+    runtime.services.append(schedule_firer.run)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_runner.stop)
     # The request log, media orphans, the memory purge.
