@@ -445,3 +445,42 @@ def test_a_generated_waker_key_is_kept_and_said_where_never_printed(tmp_path):
     log = log_path.read_text()
     assert f"Generated WAKER_KEY: it is kept in {key_file} (readable by its owner only); read it with: cat {key_file}" in log
     assert key not in log
+
+
+def test_a_sleeping_worker_is_woken_for_its_schedules_fire_and_the_job_starts_on_time(tmp_path):
+    lead_s = 4.0
+    waker = WakerProcess(
+        tmp_path, [{"name": "cron", "mode": "sleepy", "idle_timeout_s": IDLE_TIMEOUT_S}],
+        env={**WAKER_ENV, "WAKE_LEAD_S": str(lead_s), "SCHEDULE_CHECK_S": "0.5"},
+    ).start()
+    try:
+        waker.start_persona("cron")
+        fire_at = float(int(time.time()) + 9)  # past the lead, so it may sleep first
+        at = datetime.datetime.fromtimestamp(fire_at, datetime.UTC)
+        with waker.direct("cron") as direct:
+            created = direct.post("/schedules", json={
+                "name": "morning", "cron": f"{at.second} {at.minute} {at.hour} * * *", "timezone": "UTC",
+                "page_id": "main", "plugin": "testing/sleep", "params": {"seconds": 0, "tag": "fired"}, "result_ttl": 600,
+            })
+            assert created.status_code == 201, created.text
+            assert created.json()["next_fire_at"] == fire_at
+            # The schedules' loop, woken by the change, tells it.
+            wait_until(lambda: direct.get("/activity").json()["next_wake_at"] == fire_at, what="the next wake")
+        # Idle, and its fire is further than the lead: it sleeps.
+        asleep = stopped(waker, "cron")
+        assert asleep["last_exit"]["expected"] is True and time.time() < fire_at - lead_s
+        # Nobody calls it: the waker starts it for the fire, from the instant its store records.
+        woken = waker.wait_for("cron", lambda body: body["state"] == "running", timeout=20, what="the wake for the fire")
+        assert woken["started_at"] >= fire_at - lead_s - CLOCK_SLACK_S and woken["started_at"] < fire_at
+        with waker.direct("cron") as direct:
+            job = wait_until(
+                lambda: (jobs := direct.get("/jobs", params={"schedule": created.json()["schedule_id"]}).json()["jobs"])
+                and jobs[0]["state"] == "done" and jobs[0],
+                timeout=20, what="the fired job",
+            )
+            assert 0 <= job["started_at"] - fire_at < 1
+            assert direct.get(f"/jobs/{job['job_id']}").json()["result"]["tag"] == "fired"
+            assert direct.get(f"/schedules/{created.json()['schedule_id']}").json()["missed"] == 0
+        assert "starting the worker for its schedule's fire" in waker.log()
+    finally:
+        assert waker.stop() == [], "workers outlived their waker"
