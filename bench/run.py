@@ -35,6 +35,7 @@ from bench.phases.memory import max_pages_memory, memory_rows
 from bench.phases.metrics import metrics_phase
 from bench.phases.queue import queue_phase
 from bench.phases.requests import c1_phase, floor_phase, throughput_phase
+from bench.phases.schedules import schedules_phase
 from bench.phases.store import store_phase
 from bench.profiling import profiled
 from bench.report import FULL, QUICK, Plan, Report, machine, table, versions, write
@@ -51,7 +52,8 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "peer", "memory", "store")
+PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "schedules", "peer", "memory",
+          "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -104,6 +106,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print("the queue: the option's cost, dispatch, a drain on any against RQ", flush=True)
                 with profiled(pid, profile_dir, "queue"):
                     queue_phase(client, plan, report, scratch)
+            if "schedules" in phases:
+                print("schedules: a fire's punctuality", flush=True)
+                with profiled(pid, profile_dir, "schedules"):
+                    schedules_phase(client, plan, report)
             if "peer" in phases:
                 print("the peer: RQ and Redis", flush=True)
                 with profiled(pid, profile_dir, "peer"):
