@@ -273,7 +273,7 @@ class JobRunner:
                 if job.under_lease:
                     raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
                 page = None if job.page_id == ANY else (registry.pages.get(job.page_id) or await registry.open(job.page_id))
-                params = found.validate(job.params)
+                params = found.validate_stored(job.params)
             except (DomainError, ApiError) as refused:
                 stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
                 self._ended(stored)
@@ -292,7 +292,7 @@ class JobRunner:
             raise NoSuchAction(f"No plugin action {earlier.plugin} on this worker: its family is not loaded.", earlier.page_id)
         page = None if earlier.on_any else registry.get(earlier.page_id)
         return await self.submit(
-            page=page, action=action, params=action.validate(earlier.params), lease_id=lease_id,
+            page=page, action=action, params=action.validate_stored(earlier.params), lease_id=lease_id,
             options=JobOptions.again(earlier),
         )
 

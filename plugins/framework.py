@@ -77,6 +77,22 @@ class Action:
             return {}
         return dict(validated(self.params, data))
 
+    def validate_stored(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """Parameters a job stored once validated, validated again (a re-run,
+        a queued job after a restart): the values its optional fields took
+        by default are left to the defaults again, as a default need not be
+        a value the field takes from a client (DRF's `CharField(default="")`
+        refuses a blank one)."""
+        if self.params is None:
+            return {}
+        fields = self.params().fields
+        sent = {
+            name: value for name, value in stored.items()
+            if name not in fields or fields[name].required or fields[name].default is serializers.empty
+            or value != fields[name].get_default()
+        }
+        return self.validate(sent)
+
     def time_limit(self, params: dict[str, Any]) -> float:
         if self.timeout_s is None:
             return settings.ACTION_TIMEOUT_S

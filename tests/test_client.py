@@ -420,6 +420,40 @@ def test_verify_webhook_checks_both_schemes_on_a_real_delivery(worker, client, r
         verify_webhook(body, {**headers, "webhook-timestamp": str(int(time.time()) - 5)}, secret=SECRET_NEW)
 
 
+def test_retries_reruns_and_schedules(client, tmp_path):
+    flaky = {"path": str(tmp_path / "attempts"), "failures": 1, "status": 503}
+    job = client.start_job("main", "testing/flaky", flaky, ttl=30, retry=2, retry_backoff=0.05)
+    ended = job.wait(20)
+    assert ended["state"] == "done" and ended["attempt"] == 2
+    assert [attempt["status"] for attempt in ended["attempts"]] == [503, 200]
+    again = job.rerun()
+    assert again.id != job.id and again.started["rerun_of"] == job.id
+    assert again.wait(20)["result"]["attempt"] == 3  # the same parameters: the plugin's count goes on
+    with pytest.raises(Refused):  # 400: X-Retry past 10, and nothing started
+        client.start_job("main", "testing/sleep", {"seconds": 0}, ttl=30, retry=11)
+    for each in (job, again):
+        each.forget()
+
+    made = client.create_schedule(
+        "cl-nightly", cron="0 3 * * *", timezone="Europe/Paris", plugin="testing/sleep",
+        params={"seconds": 0, "tag": "nightly"}, result_ttl=60,
+    )
+    schedule_id = made["schedule_id"]
+    try:
+        assert made["next_fire_at"] > time.time() and client.schedule(schedule_id)["name"] == "cl-nightly"
+        assert schedule_id in [each["schedule_id"] for each in client.schedules()]
+        assert client.update_schedule(schedule_id, paused=True)["paused"] is True
+        fired = client.trigger_schedule(schedule_id)  # paused or not
+        assert fired.wait(20)["schedule_id"] == schedule_id
+        assert [listed["job_id"] for listed in client.jobs(schedule=schedule_id)] == [fired.id]
+        with pytest.raises(Refused):
+            client.update_schedule(schedule_id, cron="61 * * * *")
+    finally:
+        client.delete_schedule(schedule_id)
+    with pytest.raises(NotFound):
+        client.schedule(schedule_id)
+
+
 async def test_the_async_twin(worker):
     async with AsyncPenelope(worker.base_url, worker.key, timeout=60) as client:
         assert (await client.health())["browser"] is True
@@ -466,6 +500,22 @@ async def test_the_async_twin(worker):
             await running.forget()
             with pytest.raises(NotFound):
                 await client.job(running.id).poll()
+
+            retried = await client.start_job("cl-async", "testing/sleep", {"seconds": 0}, ttl=30, retry=1)
+            assert (await retried.wait(10))["attempts"][0]["status"] == 200
+            again = await retried.rerun()
+            assert again.started["rerun_of"] == retried.id and (await again.wait(10))["rerun_of"] == retried.id
+            made = await client.create_schedule(
+                "cl-async", cron="0 3 * * *", page_id="cl-async", plugin="testing/sleep", params={"seconds": 0},
+                result_ttl=30,
+            )
+            fired = await client.trigger_schedule(made["schedule_id"])
+            assert (await fired.wait(10))["schedule_id"] == made["schedule_id"]
+            assert (await client.update_schedule(made["schedule_id"], paused=True))["paused"] is True
+            assert [each["name"] for each in await client.schedules()].count("cl-async") == 1
+            await client.delete_schedule(made["schedule_id"])
+            with pytest.raises(NotFound):
+                await client.schedule(made["schedule_id"])
         finally:
             assert (await client.close_page("cl-async"))["closed"] is True
 

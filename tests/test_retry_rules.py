@@ -5,6 +5,7 @@ attempts left, and what a re-run asks. No worker, no browser."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -105,3 +106,13 @@ def test_a_rerun_asks_what_the_job_asked_but_its_key():
     again = JobOptions.again(job)
     assert again == JobOptions(callback="http://127.0.0.1:9/h", queue_timeout=5, priority=4, retries=3,
                                retry_backoff=0.5, rerun_of=job.id)
+
+
+def test_stored_parameters_validate_again_as_they_first_did():
+    from tests.support.testing_plugins import family
+
+    sleep = family.actions["sleep"]
+    for sent in ({"seconds": 1}, {"seconds": 2, "tag": "x", "media_size": 5}):
+        first = sleep.validate(sent)
+        assert first["tag"] == sent.get("tag", "")  # a default that the field refuses from a client
+        assert sleep.validate_stored(json.loads(json.dumps(first))) == first

@@ -52,12 +52,13 @@ def plugin_path(page: str, route: str) -> str:
 
 def job_headers(
     ttl: float | None, callback: str | None, idempotency_key: str | None, queue_timeout: float | None = None,
-    priority: int | None = None,
+    priority: int | None = None, retry: int | None = None, retry_backoff: float | None = None,
 ) -> dict[str, str]:
     """The headers that make a plugin call a job: exactly one of a polling
     `ttl` and a webhook `callback` (without either it would run as a plain
     call); `queue_timeout` lets it wait that long for a busy page, `priority`
-    (0-9) orders it among the waiting."""
+    (0-9) orders it among the waiting; `retry` (1-10) more attempts after a
+    transient failure, the first `retry_backoff` seconds later."""
     if (ttl is None) == (callback is None):
         raise ValueError("A job is delivered one way: give ttl= (polling) or callback= (webhook), not both or neither.")
     if ttl is not None:  # plain decimals: the header takes no exponent
@@ -70,6 +71,10 @@ def job_headers(
         headers["X-Queue-Timeout"] = f"{queue_timeout:f}".rstrip("0").rstrip(".")
     if priority is not None:
         headers["X-Priority"] = str(priority)
+    if retry is not None:
+        headers["X-Retry"] = str(retry)
+    if retry_backoff is not None:
+        headers["X-Retry-Backoff"] = f"{retry_backoff:f}".rstrip("0").rstrip(".")
     return headers
 
 
@@ -90,8 +95,10 @@ def answered_early(asked_at: float, wait: str) -> bool:
     return time.monotonic() - asked_at < 0.9 * float(wait)
 
 
-def job_list_params(state: str | None, page_id: str | None, plugin: str | None, limit: int | None) -> dict[str, str]:
-    given = {"state": state, "page_id": page_id, "plugin": plugin, "limit": limit}
+def job_list_params(
+    state: str | None, page_id: str | None, plugin: str | None, limit: int | None, schedule: str | None = None
+) -> dict[str, str]:
+    given = {"state": state, "page_id": page_id, "plugin": plugin, "limit": limit, "schedule": schedule}
     return {name: str(value) for name, value in given.items() if value is not None}
 
 

@@ -67,11 +67,40 @@ class AsyncPenelope:
         lease: str | None = None,
         queue_timeout: float | None = None,
         priority: int | None = None,
+        retry: int | None = None,
+        retry_backoff: float | None = None,
     ) -> AsyncJob:
         headers = {
-            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority), **shared.lease_header(lease)
+            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff),
+            **shared.lease_header(lease),
         }
         started = await self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
+        return AsyncJob(self, started["job_id"], started)
+
+    async def create_schedule(self, name: str, *, cron: str, plugin: str, page_id: str = "main", **fields: Any) -> Answer:
+        """Store a schedule: `fields` as POST /api/v1/schedules takes them
+        (`params`, `timezone`, `result_ttl` or `callback_url`, `overlap`, `retry`, ...).
+        Answers it, with its `schedule_id` and `next_fire_at`."""
+        body = {"name": name, "cron": cron, "plugin": plugin, "page_id": page_id, **fields}
+        return await self.request("POST", "/schedules", json=body)
+
+    async def schedules(self) -> list[Answer]:
+        return (await self.request("GET", "/schedules"))["schedules"]
+
+    async def schedule(self, schedule_id: str) -> Answer:
+        return await self.request("GET", f"/schedules/{shared.segment(schedule_id)}")
+
+    async def update_schedule(self, schedule_id: str, **fields: Any) -> Answer:
+        """Change some of a schedule's fields (`paused=True` pauses it); answers it as changed."""
+        return await self.request("PATCH", f"/schedules/{shared.segment(schedule_id)}", json=fields)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule; the jobs it started stay."""
+        await self.request("DELETE", f"/schedules/{shared.segment(schedule_id)}")
+
+    async def trigger_schedule(self, schedule_id: str) -> AsyncJob:
+        """Fire a schedule now (with its overlap): the job it started."""
+        started = await self.request("POST", f"/schedules/{shared.segment(schedule_id)}/trigger")
         return AsyncJob(self, started["job_id"], started)
 
     def job(self, job_id: str) -> AsyncJob:
@@ -84,8 +113,9 @@ class AsyncPenelope:
         page_id: str | None = None,
         plugin: str | None = None,
         limit: int | None = None,
+        schedule: str | None = None,
     ) -> AsyncIterator[Answer]:
-        params = shared.job_list_params(state, page_id, plugin, limit)
+        params = shared.job_list_params(state, page_id, plugin, limit, schedule)
         while True:
             answer = await self.request("GET", "/jobs", params=params)
             for job in answer["jobs"]:
@@ -156,10 +186,12 @@ class AsyncLease:
         idempotency_key: str | None = None,
         queue_timeout: float | None = None,
         priority: int | None = None,
+        retry: int | None = None,
+        retry_backoff: float | None = None,
     ) -> AsyncJob:
         return await self.client.start_job(
             self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
-            queue_timeout=queue_timeout, priority=priority,
+            queue_timeout=queue_timeout, priority=priority, retry=retry, retry_backoff=retry_backoff,
         )
 
     async def _renew_until_stopped(self) -> None:
@@ -228,6 +260,12 @@ class AsyncJob:
             if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
                 await asyncio.sleep(min(backoff, max(left, 0)))
                 backoff = min(backoff * 2, most)
+
+    async def rerun(self) -> AsyncJob:
+        """Start this ended job's request again (its route, page, parameters
+        and job headers): the new job, whose answers name this one (`rerun_of`)."""
+        started = await self.client.request("POST", self._path + "/rerun")
+        return AsyncJob(self.client, started["job_id"], started)
 
     async def cancel(self) -> Answer:
         return await self.client.request("POST", self._path + "/cancel")

@@ -74,13 +74,42 @@ class Penelope:
         lease: str | None = None,
         queue_timeout: float | None = None,
         priority: int | None = None,
+        retry: int | None = None,
+        retry_backoff: float | None = None,
     ) -> Job:
         """Start a plugin action as a job: held `ttl` seconds after it ends for
         polling, or POSTed to `callback` when it ends (one of the two)."""
         headers = {
-            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority), **shared.lease_header(lease)
+            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff),
+            **shared.lease_header(lease),
         }
         started = self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
+        return Job(self, started["job_id"], started)
+
+    def create_schedule(self, name: str, *, cron: str, plugin: str, page_id: str = "main", **fields: Any) -> Answer:
+        """Store a schedule: `fields` as POST /api/v1/schedules takes them
+        (`params`, `timezone`, `result_ttl` or `callback_url`, `overlap`, `retry`, ...).
+        Answers it, with its `schedule_id` and `next_fire_at`."""
+        body = {"name": name, "cron": cron, "plugin": plugin, "page_id": page_id, **fields}
+        return self.request("POST", "/schedules", json=body)
+
+    def schedules(self) -> list[Answer]:
+        return (self.request("GET", "/schedules"))["schedules"]
+
+    def schedule(self, schedule_id: str) -> Answer:
+        return self.request("GET", f"/schedules/{shared.segment(schedule_id)}")
+
+    def update_schedule(self, schedule_id: str, **fields: Any) -> Answer:
+        """Change some of a schedule's fields (`paused=True` pauses it); answers it as changed."""
+        return self.request("PATCH", f"/schedules/{shared.segment(schedule_id)}", json=fields)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule; the jobs it started stay."""
+        self.request("DELETE", f"/schedules/{shared.segment(schedule_id)}")
+
+    def trigger_schedule(self, schedule_id: str) -> Job:
+        """Fire a schedule now (with its overlap): the job it started."""
+        started = self.request("POST", f"/schedules/{shared.segment(schedule_id)}/trigger")
         return Job(self, started["job_id"], started)
 
     def job(self, job_id: str) -> Job:
@@ -94,10 +123,11 @@ class Penelope:
         page_id: str | None = None,
         plugin: str | None = None,
         limit: int | None = None,
+        schedule: str | None = None,
     ) -> Iterator[Answer]:
         """Every job held, newest first, as the job list shows them (no `result`),
         fetched `limit` (1 to 200, the worker's default 50) at a time."""
-        params = shared.job_list_params(state, page_id, plugin, limit)
+        params = shared.job_list_params(state, page_id, plugin, limit, schedule)
         while True:
             answer = self.request("GET", "/jobs", params=params)
             yield from answer["jobs"]
@@ -172,10 +202,12 @@ class Lease:
         idempotency_key: str | None = None,
         queue_timeout: float | None = None,
         priority: int | None = None,
+        retry: int | None = None,
+        retry_backoff: float | None = None,
     ) -> Job:
         return self.client.start_job(
             self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
-            queue_timeout=queue_timeout, priority=priority,
+            queue_timeout=queue_timeout, priority=priority, retry=retry, retry_backoff=retry_backoff,
         )
 
     def _renew_until_stopped(self) -> None:
@@ -249,6 +281,12 @@ class Job:
             if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
                 time.sleep(min(backoff, max(left, 0)))
                 backoff = min(backoff * 2, most)
+
+    def rerun(self) -> Job:
+        """Start this ended job's request again (its route, page, parameters
+        and job headers): the new job, whose answers name this one (`rerun_of`)."""
+        started = self.client.request("POST", self._path + "/rerun")
+        return Job(self.client, started["job_id"], started)
 
     def cancel(self) -> Answer:
         """Stop it; answers the job, `cancelled`, once its plugin has stopped."""
