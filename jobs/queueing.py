@@ -22,7 +22,7 @@ from browser.line import Turn
 from browser.pages import Claim, ManagedPage
 from browser.pool import Pool
 from browser.registry import registry
-from core.errors import Cancelled, DomainError, QueueFull, QueueTimedOut
+from core.errors import Cancelled, DomainError, PageNotOpen, QueueFull, QueueTimedOut
 from core.routes import ANY
 from jobs.run import CANCELLED_ERROR, JobRun
 
@@ -121,14 +121,20 @@ async def wait_turn(run: JobRun, place: Place) -> Claim | DomainError:
         return refused
 
 
-async def back_off(run: JobRun) -> Place | None:
+async def back_off(run: JobRun) -> Place | DomainError:
     """Wait out a retry's back-off (X-Retry) until the job's `retry_at`: its
-    place in line once it is over, or None when a client cancelled it
-    meanwhile. A worker that stops ends the wait; the job stays queued in the
-    store, its back-off with it, for the next start."""
+    place in line once it is over; or why it ends instead (a client
+    cancelled it meanwhile, its page was closed, or leased to another flow).
+    A worker that stops ends the wait; the job stays queued in the store,
+    its back-off with it, for the next start."""
     try:
         async with asyncio.timeout(max(0.0, run.job.retry_at - time.time())):
             await asyncio.shield(run.cancel_requested)
     except TimeoutError:
-        return place_for(run)
-    return None
+        if run.page is not None and run.page.closed:
+            return PageNotOpen(f"Page {run.page.name} was closed before the job's next attempt.", run.page.name)
+        try:
+            return place_for(run)
+        except DomainError as refused:  # the page is leased to another flow now
+            return refused
+    return Cancelled(CANCELLED_ERROR, run.job.page_id)

@@ -48,7 +48,6 @@ from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.errors import (
     ActionFailed,
-    Cancelled,
     DomainError,
     JobNotCancellable,
     JobsFull,
@@ -67,7 +66,7 @@ from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import JobOptions
 from jobs.queueing import JobQueue, Place, back_off, place_for, wait_turn
-from jobs.run import CANCELLED_ERROR, JobRun, failure, store_end
+from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
 from jobs.shapes import job_body
@@ -227,7 +226,7 @@ class JobRunner:
         while True:
             if run.claim is None:
                 place = place or await back_off(run)
-                claim = await wait_turn(run, place) if place is not None else Cancelled(CANCELLED_ERROR)
+                claim = await wait_turn(run, place) if isinstance(place, Place) else place
                 if isinstance(claim, DomainError):
                     return await run.end_unrun(claim)
                 run.claim = claim

@@ -51,9 +51,11 @@ class Attempt(serializers.Serializer):
 
 
 def attempts(job: Job) -> list[dict[str, Any]]:
-    """A retried job's attempts: those that ended, then the one running or ended last."""
+    """A retried job's attempts: those that ended, then the one running or
+    ended last; not one that never ran (a job that ended waiting for it,
+    whose `retry_at` its start would have cleared)."""
     shown = list(job.past_attempts or [])
-    if job.state != Job.State.QUEUED:
+    if job.state != Job.State.QUEUED and job.retry_at is None:
         finished_at = round(job.finished_at, 3) if job.finished_at is not None else None
         shown.append({"status": job.status, "started_at": round(job.started_at, 3), "finished_at": finished_at})
     return shown

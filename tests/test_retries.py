@@ -121,6 +121,27 @@ def test_a_job_cancelled_during_its_back_off_ends_cancelled_at_once(api, tmp_pat
     assert attempts_made(tmp_path) == 1
 
 
+def test_a_retry_whose_page_was_closed_or_leased_during_its_back_off_ends_saying_so(api, tmp_path):
+    assert api.post("/pages", json={"page_id": "brief"}).status_code in (200, 201)
+    params = {"path": str(tmp_path / "closed"), "failures": 1, "status": 503}
+    sent = {"X-Result-Ttl": "60", "X-Retry": "1", "X-Retry-Backoff": "0.5"}
+    closed = api.post("/brief/plugin/testing/flaky", json=params, headers=sent).json()["job_id"]
+    wait_until(lambda: api.get(f"/jobs/{closed}").json()["state"] == "queued", what="the back-off")
+    assert api.delete("/brief").status_code == 200
+    job = ended(api, closed, timeout=10)  # at the back-off's end, not after a wait in line
+    assert job["status"] == 404 and "closed" in job["result"]["error"]
+
+    params["path"] = str(tmp_path / "leased")
+    leased = api.post("/main/plugin/testing/flaky", json=params, headers=sent).json()["job_id"]
+    wait_until(lambda: api.get(f"/jobs/{leased}").json()["state"] == "queued", what="the back-off")
+    lease = api.post("/main/lease", json={"ttl": 30}).json()["lease"]
+    try:
+        job = ended(api, leased, timeout=10)
+        assert job["status"] == 423 and [attempt["status"] for attempt in job["attempts"]] == [503]  # the second never ran
+    finally:
+        api.delete("/main/lease", headers={"X-Lease": lease})
+
+
 def test_a_job_without_x_retry_answers_as_the_guide_shows_it(api, tmp_path):
     job = ended(api, flaky(api, tmp_path, 1, retry=None)["job_id"])
     assert job["status"] == 503
