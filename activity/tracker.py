@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from core.awake import must_stay_awake, write_next_wake
+from core.awake import must_stay_awake, read_next_wake, write_next_wake
 
 
 @dataclass
@@ -54,8 +54,11 @@ class Tracker:
     def wake_at(self, at: float | None) -> None:
         """The worker's next wake changed: shown by the activity route and
         kept in the store, where its supervisor reads it while it sleeps."""
-        if at != self.next_wake_at:
-            self.next_wake_at = at
+        self.next_wake_at = at
+        # Compared with the store's copy, not with memory: a fresh worker, or
+        # `manage.py schedules` beside it, may have left another instant there.
+        at = round(at, 3) if at is not None else None
+        if read_next_wake(settings.STORE_DIR) != at:
             write_next_wake(settings.STORE_DIR, at)
 
 

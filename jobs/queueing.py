@@ -131,8 +131,11 @@ async def back_off(run: JobRun) -> Place | DomainError:
         async with asyncio.timeout(max(0.0, run.job.retry_at - time.time())):
             await asyncio.shield(run.cancel_requested)
     except TimeoutError:
-        if run.page is not None and run.page.closed:
-            return PageNotOpen(f"Page {run.page.name} was closed before the job's next attempt.", run.page.name)
+        if run.page is not None:  # by name: a page closed and opened again meanwhile is that page
+            page = registry.pages.get(run.page.name)
+            if page is None:
+                return PageNotOpen(f"Page {run.page.name} was closed before the job's next attempt.", run.page.name)
+            run.page = page
         try:
             return place_for(run)
         except DomainError as refused:  # the page is leased to another flow now

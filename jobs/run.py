@@ -133,9 +133,14 @@ class JobRun:
         # for as long as this worker runs (the database may be locked by another
         # process for a while). Polls meanwhile answer `running`.
         if not cancelled and job.retries_left and transient(outcome):
-            requeued = await persist(
-                requeue_job, job=copy.copy(job), status=outcome.status, now=time.time(), what=f"job {job.id}'s next attempt"
-            )
+            try:
+                requeued = await persist(
+                    requeue_job, job=copy.copy(job), status=outcome.status, now=time.time(),
+                    what=f"job {job.id}'s next attempt",
+                )
+            except Exception:  # the store refused it: the attempt's end is stored as the job's instead
+                log.exception("job %s's next attempt could not be stored; its end is", job.id)
+                requeued = None
             if requeued is not None:
                 self.job, self.claim, self.requeued, self.decided, self.progress = requeued, None, True, False, None
                 return None

@@ -37,6 +37,7 @@ from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import DEFAULT_BACKOFF_S, JobOptions
 from jobs.runner import JobRunner
+from jobs.selectors import find_live_job
 from jobs.shapes import job_body
 from plugins.framework import find_action
 from schedules import rules, timing
@@ -134,7 +135,7 @@ class ScheduleFirer:
                 continue
             due = schedule.next_fire_at
             # Late (the loop was held up): this fire goes, the instants since are missed.
-            since = timing.fires_between(schedule.cron, schedule.timezone, due, now)
+            since = await asyncio.to_thread(timing.fires_between, schedule.cron, schedule.timezone, due, now)
             following = timing.next_fire_after(schedule.cron, schedule.timezone, now)
             if not await on_db_thread(schedule.claim_fire)(due=due, next_fire_at=following):
                 continue  # changed meanwhile: the next round reads it again
@@ -193,15 +194,14 @@ class ScheduleFirer:
         """Start the schedule's job for its instant `fire_at`, unless its
         overlap says otherwise (ScheduleOverlap) or the start is refused (the
         refusal, counted on the schedule, is raised)."""
-        run = self.runner.running.get(schedule.last_job_id or "")
-        previous_live = run is not None and run.stored is None
-        decision = rules.overlap_decision(schedule.overlap, previous_live)
+        previous = await self.live_job(schedule.last_job_id)
+        decision = rules.overlap_decision(schedule.overlap, previous is not None)
         if decision == rules.SKIP:
             await on_db_thread(schedule.record_skipped)()
             announce(Event.SCHEDULE_SKIPPED, schedule, fire_at, previous_job_id=schedule.last_job_id)
             log.info("schedule %s: skipped, job %s still runs (overlap skip)", schedule.name, schedule.last_job_id)
             raise ScheduleOverlap(
-                f"Schedule {schedule.name}'s previous job {schedule.last_job_id} is still {run.job.state}, "
+                f"Schedule {schedule.name}'s previous job {schedule.last_job_id} is still {previous.state}, "
                 "and its overlap is skip: nothing started.",
             )
         if decision == rules.CANCEL_THEN_START:
@@ -220,6 +220,18 @@ class ScheduleFirer:
         await on_db_thread(schedule.record_fired)(at=fire_at, job_id=job.id)
         announce(Event.SCHEDULE_FIRED, schedule, fire_at, job)
         return job, options
+
+    async def live_job(self, job_id: str | None) -> Job | None:
+        """The schedule's previous job while it is queued or running: as this
+        worker runs it, else as the store says (after a restart, a job queued
+        again may not be back in the runner's hands yet)."""
+        if job_id is None:
+            return None
+        run = self.runner.running.get(job_id)
+        if run is not None:
+            return run.job if run.stored is None else None
+        stored = await on_db_thread(find_live_job)(job_id=job_id, now=time.time())
+        return stored if stored is not None and not stored.ended else None
 
     async def start(self, schedule: Schedule, fire_at: float, following: float | None) -> tuple[Job, JobOptions]:
         """The job start itself: the plugin's route, parameters and page as a

@@ -55,7 +55,9 @@ def create_schedule(*, fields: dict[str, Any], now: float) -> Schedule:
 
 def update_schedule(*, schedule_id: str, fields: dict[str, Any], now: float) -> Schedule:
     """Replace the schedule's settings with `fields` (the whole schedule, as
-    `rules.clean` answers it); its next fire is worked out again from now.
+    `rules.clean` answers it). Its next fire stays when its cron, time zone
+    and pause do (an edit just after an instant must not drop that instant's
+    fire before the loop claims it); else it is worked out again from now.
     Its counters and its last fire stay."""
     try:
         with transaction.atomic():
@@ -64,9 +66,11 @@ def update_schedule(*, schedule_id: str, fields: dict[str, Any], now: float) -> 
                 raise NoSuchSchedule(NO_SUCH_SCHEDULE)
             if Schedule.objects.filter(name=fields["name"]).exclude(id=schedule_id).exists():
                 raise name_taken(fields["name"])
+            timing_kept = all(getattr(schedule, name) == fields[name] for name in ("cron", "timezone", "paused"))
             for name, value in fields.items():
                 setattr(schedule, name, value)
-            schedule.next_fire_at = next_after(fields, now)
+            if not timing_kept or schedule.next_fire_at is None:
+                schedule.next_fire_at = next_after(fields, now)
             schedule.updated_at = now
             schedule.save()
     except IntegrityError:

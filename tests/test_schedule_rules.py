@@ -208,3 +208,34 @@ def test_a_fire_is_claimed_once_and_an_edit_in_between_wins():
     assert not schedule.claim_fire(due=1002.0, next_fire_at=1003.0)  # paused meanwhile
     assert schedule.record_missed(count=3, next_fire_at=1010.0, expected=1002.0)
     assert Schedule.objects.get(id=schedule.id).missed == 3
+
+
+def test_an_edit_that_keeps_the_timing_keeps_a_due_fire():
+    created = services.create_schedule(fields=rules.clean({**VALID, "cron": "0 * * * *", "timezone": "UTC"}), now=utc("2026-05-04T06:30"))
+    due = created.next_fire_at
+    # Just after 07:00, before the loop claimed that fire: the edit leaves it due.
+    edited = services.update_schedule(
+        schedule_id=created.id, fields=rules.clean({**VALID, "cron": "0 * * * *", "timezone": "UTC", "priority": 3}),
+        now=due + 0.01,
+    )
+    assert edited.next_fire_at == due and edited.claim_fire(due=due, next_fire_at=due + 3600)
+    # A new cron starts from now.
+    moved = services.update_schedule(
+        schedule_id=created.id, fields=rules.clean({**VALID, "cron": "30 * * * *", "timezone": "UTC"}), now=due + 60,
+    )
+    assert moved.next_fire_at == due + 1800
+
+
+def test_the_next_wake_in_the_store_follows_the_loop_whatever_was_there(settings, tmp_path):
+    from activity.tracker import Tracker
+    from core.awake import read_next_wake, write_next_wake
+
+    settings.STORE_DIR = tmp_path
+    write_next_wake(tmp_path, 1000.0)  # left by `manage.py schedules trigger`, or an earlier run
+    fresh = Tracker()
+    fresh.wake_at(None)  # a worker whose schedules are all paused
+    assert read_next_wake(tmp_path) is None and fresh.next_wake_at is None
+    fresh.wake_at(2000.25)
+    write_next_wake(tmp_path, 1000.0)  # a command beside the running worker
+    fresh.wake_at(2000.25)  # the same instant as in memory: the store is put right all the same
+    assert read_next_wake(tmp_path) == 2000.25
