@@ -16,9 +16,13 @@ import asyncio
 import socket
 from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
+
 from core.addresses import refused_address
 
-__all__ = ["CallbackRefused", "CallbackUnresolved", "pinned_request", "refused_address", "resolve_allowed"]
+__all__ = [
+    "CallbackRefused", "CallbackUnresolved", "pinned_request", "refused_address", "resolve_allowed", "submit_refusal",
+]
 
 class CallbackRefused(Exception):
     """The callback points into the host's own networks: never sent."""
@@ -27,6 +31,19 @@ class CallbackRefused(Exception):
 class CallbackUnresolved(Exception):
     """The callback's host has no address now (perhaps only for now)."""
 
+
+
+async def submit_refusal(url: str) -> str | None:
+    """Why a job start (or a schedule) with this callback is refused at
+    submit under WEBHOOK_REFUSE_PRIVATE, in one sentence; None when it is
+    allowed, or the guard is off."""
+    if not settings.WEBHOOK_REFUSE_PRIVATE:
+        return None
+    try:
+        await resolve_allowed(url)
+    except (CallbackRefused, CallbackUnresolved) as refused:
+        return f"X-Callback-Url is refused: {refused} (WEBHOOK_REFUSE_PRIVATE)."
+    return None
 
 
 async def resolve_allowed(url: str) -> str:

@@ -16,7 +16,7 @@ from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResp
 from browser.pages import ManagedPage
 from core.api import ApiError
 from core.rest import answer
-from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
+from jobs.callback_guard import submit_refusal
 from jobs.models import Job
 from jobs.options import (
     BACKOFF_HEADER,
@@ -224,11 +224,8 @@ class JobStart:
 
     async def options(self, request: HttpRequest) -> JobOptions | None:
         options = parse_options(request)
-        if options is not None and options.callback and settings.WEBHOOK_REFUSE_PRIVATE:
-            try:
-                await resolve_allowed(options.callback)
-            except (CallbackRefused, CallbackUnresolved) as refused:
-                raise ApiError(400, f"X-Callback-Url is refused: {refused} (WEBHOOK_REFUSE_PRIVATE).") from None
+        if options is not None and options.callback and (refused := await submit_refusal(options.callback)):
+            raise ApiError(400, refused)
         return options
 
     async def start(

@@ -24,10 +24,9 @@ from core.api import ApiError
 from core.errors import InvalidPageId, InvalidSchedule
 from core.rest import describe_errors
 from core.routes import ANY
-from jobs.callback_guard import CallbackRefused, CallbackUnresolved, resolve_allowed
+from jobs.callback_guard import submit_refusal
 from jobs.options import (
     BACKOFF_HEADER,
-    CALLBACK_HEADER,
     MAX_BACKOFF_S,
     MAX_QUEUE_TIMEOUT_S,
     PRIORITY_HEADER,
@@ -181,12 +180,8 @@ def clean_job_headers(fields: dict[str, Any]) -> None:
 async def check_callback_allowed(url: str | None) -> None:
     """WEBHOOK_REFUSE_PRIVATE: the callback's host must not resolve into the
     host's own networks, as for X-Callback-Url on a start."""
-    if url is None or not settings.WEBHOOK_REFUSE_PRIVATE:
-        return
-    try:
-        await resolve_allowed(url)
-    except (CallbackRefused, CallbackUnresolved) as refused:
-        raise invalid("callback_url", f"{CALLBACK_HEADER} is refused: {refused} (WEBHOOK_REFUSE_PRIVATE).") from None
+    if url is not None and (refused := await submit_refusal(url)):
+        raise invalid("callback_url", refused)
 
 
 def check_callback_allowed_sync(url: str | None) -> None:

@@ -109,7 +109,8 @@ class ScheduleDetail(ApiView):
             summary="Change a schedule",
             description=(
                 "The fields sent replace the schedule's; the result is checked as a new schedule would be "
-                "(nothing is stored when a field is refused), and its next fire is worked out again from now. "
+                "(nothing is stored when a field is refused). Its next fire stays unless its cron, time zone or pause "
+                "changed; then it is the first instant from now. "
                 "Send `null` to clear callback_url, result_ttl or queue_timeout. Its counters stay."
             ),
             tags=["schedules"],
