@@ -43,6 +43,7 @@ class Event(enum.StrEnum):
     JOB_STARTED = "job.started"
     JOB_PROGRESS = "job.progress"
     JOB_RETRYING = "job.retrying"
+    JOB_NEEDS_HUMAN = "job.needs_human"  # its plugin asks a person (live/human.py)
     JOB_ENDED = "job.ended"
     JOB_DELIVERED = "job.delivered"
     JOB_GAVE_UP = "job.gave_up"

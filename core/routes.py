@@ -32,3 +32,4 @@ RESERVED_PAGE_IDS = frozenset(
 LEASE = "lease"
 PLUGIN = "plugin"
 PRIMITIVE = "primitive"
+LIVE = "live"  # /api/v1/<page_id>/live: links to a page's live view (live/)

@@ -33,7 +33,7 @@ class CallbackUnresolved(Exception):
 
 
 
-async def submit_refusal(url: str) -> str | None:
+async def submit_refusal(url: str, header: str = "X-Callback-Url") -> str | None:
     """Why a job start (or a schedule) with this callback is refused at
     submit under WEBHOOK_REFUSE_PRIVATE, in one sentence; None when it is
     allowed, or the guard is off."""
@@ -42,7 +42,7 @@ async def submit_refusal(url: str) -> str | None:
     try:
         await resolve_allowed(url)
     except (CallbackRefused, CallbackUnresolved) as refused:
-        return f"X-Callback-Url is refused: {refused} (WEBHOOK_REFUSE_PRIVATE)."
+        return f"{header} is refused: {refused} (WEBHOOK_REFUSE_PRIVATE)."
     return None
 
 

@@ -186,6 +186,8 @@ class Job(models.Model):
     on_any = models.BooleanField(default=False, db_default=False)
     rerun_of = models.CharField(max_length=16, null=True, blank=True)
     schedule_id = models.CharField(max_length=16, null=True, blank=True, db_index=True)
+    # X-Notify-Url: where a notification goes when its plugin asks a person (live/human.py).
+    notify_url = models.TextField(null=True, blank=True)
     # An idempotent start's key, and a digest of the request it came with.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     request_digest = models.CharField(max_length=64, null=True, blank=True)

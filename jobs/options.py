@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from jobs.models import Job
 
 CALLBACK_HEADER = "X-Callback-Url"
+NOTIFY_HEADER = "X-Notify-Url"
 TTL_HEADER = "X-Result-Ttl"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 QUEUE_TIMEOUT_HEADER = "X-Queue-Timeout"
@@ -53,6 +54,8 @@ class JobOptions:
     # re-runs, the schedule that fired it.
     rerun_of: str | None = None
     schedule_id: str | None = None
+    # Where a signed `job.needs_human` notification goes when its plugin asks a person.
+    notify: str | None = None
 
     @classmethod
     def again(cls, job: Job) -> JobOptions:
@@ -60,6 +63,7 @@ class JobOptions:
         return cls(
             ttl=job.ttl, callback=job.callback, queue_timeout=job.queue_timeout, priority=job.priority,
             retries=job.retries, retry_backoff=job.retry_backoff or DEFAULT_BACKOFF_S, rerun_of=job.id,
+            notify=job.notify_url,
         )
 
     def digest(self, page_id: str, route: str, params: dict[str, Any]) -> str:
@@ -69,6 +73,8 @@ class JobOptions:
             request += [self.queue_timeout, self.priority]
         if self.retries:
             request += [self.retries, self.retry_backoff]
+        if self.notify:
+            request += [self.notify]
         return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
@@ -87,7 +93,10 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     priority = request.headers.get(PRIORITY_HEADER)
     retry = request.headers.get(RETRY_HEADER)
     backoff = request.headers.get(BACKOFF_HEADER)
+    notify = request.headers.get(NOTIFY_HEADER)
     if ttl is None and callback is None:
+        if notify is not None:
+            raise ApiError(400, f"{NOTIFY_HEADER} is a job's: send it with {TTL_HEADER} or {CALLBACK_HEADER}.")
         if queue_timeout is not None or priority is not None:
             raise ApiError(
                 400, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
@@ -106,6 +115,7 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
         "retries": parse_retries(retry) if retry is not None else 0,
         "retry_backoff": plain_seconds(backoff, most=MAX_BACKOFF_S, what=BACKOFF_HEADER)
         if backoff is not None else DEFAULT_BACKOFF_S,
+        "notify": parse_callback(notify, header=NOTIFY_HEADER) if notify is not None else None,
     }
     if ttl is not None:
         return JobOptions(ttl=parse_ttl(ttl), **queueing)
@@ -154,9 +164,9 @@ def parse_ttl(raw: str) -> float:
     return plain_seconds(raw, most=settings.MAX_TTL_S, what=TTL_HEADER)
 
 
-def parse_callback(raw: str) -> str:
+def parse_callback(raw: str, *, header: str = CALLBACK_HEADER) -> str:
     url = raw.strip()
-    bad = ApiError(400, f"{CALLBACK_HEADER} must be an absolute http or https URL with a host.")
+    bad = ApiError(400, f"{header} must be an absolute http or https URL with a host.")
     if not url or len(url) > MAX_CALLBACK_LENGTH or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise bad
     try:

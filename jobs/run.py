@@ -61,6 +61,8 @@ class JobRun:
     # Its last attempt ended transient with attempts left: stored as queued
     # for the next one (X-Retry) rather than ended.
     requeued: bool = False
+    # Its plugin's question to a person while it waits for the answer (`human` in polls).
+    human: dict[str, Any] | None = None
 
     def request_cancel(self) -> bool:
         """Ask the run to stop: its plugin now, or before its next attempt.
@@ -82,10 +84,12 @@ class JobRun:
     def shown(self) -> Job:
         """The running job as polls show it: with its latest progress report."""
         self.job.progress = self.progress
+        self.job.human = self.human
         return self.job
 
     async def execute(
-        self, action: Action, params: dict[str, Any], *, on_progress: Callable[[JobRun], None]
+        self, action: Action, params: dict[str, Any], *, on_progress: Callable[[JobRun], None],
+        on_human: Callable[[JobRun], None],
     ) -> Job | None:
         """Run the plugin exactly as a plain call would, then store its answer,
         or the cancel's when a client cancelled it first: the job as stored,
@@ -105,7 +109,14 @@ class JobRun:
             self.progress = note  # a poll shows it at once; the bus hears of it at most ~10 times a second
             relay.report(note)
 
-        ctx = Context(page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported)
+        def asked(human: dict[str, Any] | None) -> None:
+            self.human = human
+            on_human(self)
+
+        ctx = Context(
+            page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported,
+            on_human=asked,
+        )
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()
         request_log.record_job(**log_row, started_at=started_at)

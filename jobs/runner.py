@@ -43,7 +43,7 @@ from django.conf import settings
 from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
-from core import events, metrics
+from core import metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.errors import (
@@ -64,21 +64,14 @@ from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
 from jobs.models import Job
+from jobs.news import asked, publish
 from jobs.options import JobOptions
 from jobs.queueing import JobQueue, Place, back_off, place_for, wait_turn
 from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
-from jobs.shapes import job_body
 from jobs.waiting import RecentEnds, Waiters
 from plugins.framework import Action, find_action
-
-
-def publish(event: Event, job: Job, **fields: Any) -> None:
-    events.publish(
-        event, page_id=job.page_id, job_id=job.id, job=lambda: job_body(job, time.time()), state=job.state,
-        mode=job.mode, **fields,
-    )
 
 
 class JobRunner:
@@ -245,7 +238,9 @@ class JobRunner:
     async def _execute(self, run: JobRun, action: Action, params: dict[str, Any]) -> Job | None:
         began, page_id = time.monotonic(), run.claim.page.name
         try:
-            return await run.execute(action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()))
+            return await run.execute(
+                action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()), on_human=asked,
+            )
         finally:
             self.queue.ran(page_id, time.monotonic() - began)
 
@@ -303,6 +298,7 @@ class JobRunner:
         run = self.running.get(job.id)
         if run is not None and not job.ended:
             job.progress = run.progress
+            job.human = run.human
         if job.state == Job.State.QUEUED:
             job.queue_position = run.locate() if run is not None and run.locate is not None else None
         return job

@@ -102,6 +102,7 @@ def create_job(
         "on_any": on_any,
         "rerun_of": options.rerun_of,
         "schedule_id": options.schedule_id,
+        "notify_url": options.notify,
         "priority": options.priority,
     }
     if options.retries:

@@ -27,6 +27,15 @@ class Progress(serializers.Serializer):
     at = serializers.FloatField(help_text="Epoch seconds of the report.")
 
 
+class Human(serializers.Serializer):
+    reason = serializers.CharField(help_text="What the plugin asks the person to do, in its own words.")
+    live_url = serializers.CharField(
+        help_text="`/live/<token>` on the worker: a control link to the page, made for this question and revoked when it ends."
+    )
+    asked_at = serializers.FloatField(help_text="Epoch seconds.")
+    expires_at = serializers.FloatField(help_text="Epoch seconds: the plugin goes on without an answer then.")
+
+
 class QueuePlace(serializers.Serializer):
     position = serializers.IntegerField(min_value=1, allow_null=True, help_text="Its place in the page's line, from 1 (next).")
     enqueued_at = serializers.FloatField(help_text="Epoch seconds: when it was accepted.")
@@ -110,11 +119,18 @@ class JobPoll(PageSuccess):
         JOB_ID_PATTERN, required=False, help_text="Only for a job a schedule fired: the schedule's id."
     )
 
+    human = Human(
+        required=False,
+        help_text="Only while the job's plugin waits for a person (`ctx.ask_human`): the question and its live link.",
+    )
+
     def to_representation(self, instance: JobAt) -> dict[str, Any]:
         shown = super().to_representation(instance)
         for name, asked in ONLY_IF_ASKED.items():
             if not asked(instance.job):
                 del shown[name]  # a job started without it answers as the guide shows it
+        if shown["human"] is None:
+            del shown["human"]
         return shown
 
 
@@ -191,6 +207,10 @@ class JobAt:
     @property
     def next_attempt_at(self) -> float | None:
         return round(self.job.retry_at, 3) if self.job.retry_at is not None and self.job.state == Job.State.QUEUED else None
+
+    @property
+    def human(self) -> dict[str, Any] | None:
+        return getattr(self.job, "human", None) if not self.job.ended else None
 
     @property
     def rerun_of(self) -> str | None:

@@ -29,6 +29,7 @@ from jobs.options import (
     MAX_PRIORITY,
     MAX_QUEUE_TIMEOUT_S,
     MAX_RETRIES,
+    NOTIFY_HEADER,
     PRIORITY_HEADER,
     QUEUE_TIMEOUT_HEADER,
     RETRY_HEADER,
@@ -171,6 +172,17 @@ def job_description() -> dict:
                     f"{RETRY_HEADER}: 400."
                 ),
             ),
+            OpenApiParameter(
+                NOTIFY_HEADER,
+                callback_schema(),
+                OpenApiParameter.HEADER,
+                description=(
+                    "With a job header: when the job's plugin asks a person for help (`ctx.ask_human`), POST a "
+                    "Standard Webhooks notification of type `job.needs_human` here, signed like a webhook job's "
+                    f"end. The same rules as {CALLBACK_HEADER}; on a plain call: 400. The job's end is delivered "
+                    "as before."
+                ),
+            ),
         ],
         "answers": {202: OpenApiResponse(JobAccepted, "A job started: poll it, or wait for its webhook.")},
         "callbacks": [
@@ -225,6 +237,8 @@ class JobStart:
     async def options(self, request: HttpRequest) -> JobOptions | None:
         options = parse_options(request)
         if options is not None and options.callback and (refused := await submit_refusal(options.callback)):
+            raise ApiError(400, refused)
+        if options is not None and options.notify and (refused := await submit_refusal(options.notify, NOTIFY_HEADER)):
             raise ApiError(400, refused)
         return options
 

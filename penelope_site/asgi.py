@@ -1,5 +1,5 @@
 """The ASGI application daphne serves: HTTP through Django (the API, the
-admin, the demo site), WebSockets through channels (the event stream)."""
+admin, the demo site), WebSockets through channels (the event stream, the live view of a page)."""
 
 import os
 
@@ -22,6 +22,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from core.sockets import EventStream  # noqa: E402
+from live.sockets import LiveSocket  # noqa: E402
 
 
 class NoSocket(AsyncWebsocketConsumer):
@@ -35,6 +36,12 @@ application = ProtocolTypeRouter(
     {
         # The admin's CSS and scripts come from the apps themselves; no collectstatic.
         "http": ASGIStaticFilesHandler(http_application),
-        "websocket": URLRouter([path("api/v1/events", EventStream.as_asgi()), re_path(r"", NoSocket.as_asgi())]),
+        "websocket": URLRouter(
+            [
+                path("api/v1/events", EventStream.as_asgi()),
+                path("live/<str:token>/ws", LiveSocket.as_asgi()),
+                re_path(r"", NoSocket.as_asgi()),
+            ]
+        ),
     }
 )

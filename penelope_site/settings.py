@@ -172,6 +172,13 @@ MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # have queued for a client that reads slowly before the oldest are dropped.
 MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
 EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+# The live view of a page (live/): viewers at once per page, the frames a
+# second each page's screencast sends at most, their JPEG quality (1 to 100)
+# and their largest side in pixels (a larger viewport is scaled down).
+LIVE_MAX_VIEWERS = env_int("LIVE_MAX_VIEWERS", 4)
+LIVE_FPS = env_float("LIVE_FPS", 10)
+LIVE_JPEG_QUALITY = env_int("LIVE_JPEG_QUALITY", 70)
+LIVE_MAX_SIDE = env_int("LIVE_MAX_SIDE", 1600)
 # Prometheus metrics at /api/v1/metrics (core/metrics.py). On by default; off,
 # every hook that counts is a no-op and the route answers 404.
 METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
@@ -221,6 +228,7 @@ INSTALLED_APPS = [
     "activity",
     "jobs",
     "schedules",
+    "live",
     "worker",
     "demo_site",
 ]

@@ -20,6 +20,7 @@ from jobs.pressure import PressureView
 from jobs.runner import JobRunner
 from jobs.starting import JobStart
 from jobs.views import JobCancel, JobDetail, JobListView, JobRerun
+from live.views import PageLive, live_page
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
 from schedules.firing import ScheduleFirer
@@ -57,11 +58,13 @@ urlpatterns = [
     ),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
+    path(api + "<str:page_id>/live", PageLive.as_view(), name="live"),
     path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=job_start), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),
     path("demo/", include("demo_site.urls")),
+    path("live/<str:token>", live_page, name="live_page"),
 ]
 
 

@@ -150,6 +150,7 @@ def find_action(family: str, action: str) -> Action | None:
 
 
 MAX_PROGRESS_MESSAGE = 1000  # characters; a longer message is cut
+MAX_ASK_S = 3600  # the longest a plugin may wait for a person at once
 
 
 @dataclass
@@ -165,6 +166,9 @@ class Context:
     media_held_until: float | None = None
     # Where a job's progress reports go (jobs/progress.py); a plain call keeps none.
     on_progress: Callable[[dict[str, Any]], None] | None = None
+    # Where a job hears that its plugin asks a person, and that the question
+    # ended (None); a plain call has none, and cannot ask.
+    on_human: Callable[[dict[str, Any] | None], None] | None = None
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
 
@@ -174,6 +178,37 @@ class Context:
         it still waits for will come. The caller answers for the loss."""
         if self._deadline is not None and not self._deadline.expired():
             self._deadline.reschedule(asyncio.get_running_loop().time())
+
+    async def ask_human(self, *, reason: str, timeout_s: float) -> str:
+        """Ask a person for help on this page (a code, a checkpoint, a captcha)
+        and wait for the answer: "done" (they did what `reason` asks and
+        pressed Done on the page's live view), "gave_up", or "timeout" when
+        nobody answered within `timeout_s` seconds. The job stays running and
+        shows the question and its live link meanwhile; the action's own time
+        limit is paused while it waits. Only a job can ask: in a plain call
+        this raises a 409 that says so."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise TypeError("ask_human needs a reason: a sentence that tells the person what to do")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= MAX_ASK_S:
+            raise TypeError(f"ask_human's timeout_s is a number of seconds, more than 0 and at most {MAX_ASK_S}")
+        if self.on_human is None:
+            raise PluginError(
+                409, "This action asks a person for help on the way; start it as a job (X-Result-Ttl or "
+                "X-Callback-Url) so that the question can be shown and answered.", self.page_id, retry=False,
+            )
+        from browser.registry import registry
+        from live import human
+
+        loop = asyncio.get_running_loop()
+        deadline = self._deadline
+        left = deadline.when() - loop.time() if deadline is not None and deadline.when() is not None else None
+        if left is not None:
+            deadline.reschedule(None)  # a person's time is not the action's
+        try:
+            return await human.ask(registry.get(self.page_id), reason, timeout_s, self.on_human)
+        finally:
+            if deadline is not None and left is not None and deadline.when() is None and not deadline.expired():
+                deadline.reschedule(loop.time() + left)
 
     async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""

@@ -146,3 +146,17 @@ async def flaky(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     if attempt <= params["failures"]:
         raise PluginError(params["status"], f"Attempt {attempt} fails on purpose.", retry=params["retry"])
     return {"attempt": attempt}
+
+
+class AskParams(serializers.Serializer):
+    reason = serializers.CharField(default="Look at the page, then press Done.")
+    wait_s = serializers.FloatField(min_value=0.1, max_value=3600, default=60)
+
+
+@family.action("ask", params=AskParams, timeout_s=0.5)
+async def ask(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Ask a person and answer what they said. Its own time limit (0.5 s) is
+    shorter than any wait the tests give a person: only a paused limit lets
+    it answer."""
+    answer = await ctx.ask_human(reason=params["reason"], timeout_s=params["wait_s"])
+    return {"answer": answer, "url": page.url}

@@ -1,0 +1,99 @@
+"""Live links: one-time credentials to watch (or drive) one page.
+
+A link is a random token (32 bytes, URL-safe) that names one page, an expiry
+and whether its holder may send input. Only the token's SHA-256 is kept, in
+memory: the worker can check a token it is shown but cannot print one, and
+a restart revokes every link (the pages they showed are gone with it).
+
+A link is usable while it has not expired, was not revoked, and its page is
+still the one it was made for: a page closed and opened again under the same
+name is another page, and its old links answer as unknown ones do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from browser.registry import registry
+
+if TYPE_CHECKING:
+    from browser.pages import ManagedPage
+
+TOKEN_BYTES = 32
+# Links a page may have at once; an expired one no longer counts.
+MAX_LINKS_PER_PAGE = 64
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(eq=False)
+class Link:
+    page: ManagedPage
+    expires_at: float  # epoch seconds
+    control: bool
+    revoked: bool = False
+    # Called once when the link is revoked (its open sockets close).
+    on_revoke: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def page_id(self) -> str:
+        return self.page.name
+
+    def usable(self, now: float | None = None) -> bool:
+        return (
+            not self.revoked
+            and (now or time.time()) < self.expires_at
+            and not self.page.closed
+            and registry.pages.get(self.page.name) is self.page
+        )
+
+
+class Links:
+    def __init__(self) -> None:
+        self.by_digest: dict[str, Link] = {}
+
+    def create(self, page: ManagedPage, *, ttl: float, control: bool) -> tuple[str, Link] | None:
+        """A new link's token and the link; None when the page already holds
+        MAX_LINKS_PER_PAGE usable links."""
+        self.prune()
+        if sum(1 for link in self.by_digest.values() if link.page is page) >= MAX_LINKS_PER_PAGE:
+            return None
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        link = Link(page=page, expires_at=time.time() + ttl, control=control)
+        self.by_digest[digest(token)] = link
+        return token, link
+
+    def find(self, token: str) -> Link | None:
+        """The usable link a token names, or None: unknown, expired, revoked
+        and a closed page are not told apart."""
+        link = self.by_digest.get(digest(token))
+        return link if link is not None and link.usable() else None
+
+    def revoke(self, link: Link) -> None:
+        link.revoked = True
+        for key in [key for key, held in self.by_digest.items() if held is link]:
+            del self.by_digest[key]
+        callbacks, link.on_revoke = link.on_revoke, []
+        for callback in callbacks:
+            callback()
+
+    def revoke_page(self, page_id: str) -> int:
+        """Revoke every link of the page now open under `page_id`; how many."""
+        revoked = [link for link in self.by_digest.values() if link.page_id == page_id and not link.revoked]
+        for link in revoked:
+            self.revoke(link)
+        return len(revoked)
+
+    def prune(self) -> None:
+        for link in [link for link in self.by_digest.values() if not link.usable()]:
+            self.revoke(link)
+
+
+links = Links()

@@ -1,0 +1,230 @@
+"""One page's screencast, shared by everyone who watches it.
+
+Chromium draws the tab into JPEG frames (CDP `Page.startScreencast`) on a
+CDP session of the page's own, opened when the first viewer joins and
+closed when the last one leaves: a page nobody watches costs nothing.
+Chromium sends the next frame only once the last is acknowledged, so the
+acknowledgement is what paces the cast: at most LIVE_FPS frames a second,
+whatever the page does. Each viewer keeps only the newest frame (the socket
+in live/sockets.py sends it when its connection takes more), so a slow
+viewer sees fewer frames, never older ones, and costs no backlog.
+
+Input from a viewer with control goes to the same CDP session's `Input`
+domain. The viewer sends positions as fractions of the frame it shows, and
+they are placed on the page's own CSS pixels (the frame's metadata), so the
+viewer's window size does not matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from playwright.async_api import Error as PlaywrightError
+
+from core.tasks import spawn
+
+if TYPE_CHECKING:
+    from playwright.async_api import CDPSession, Page
+
+    from browser.pages import ManagedPage
+
+log = logging.getLogger("penelope.live")
+
+# How often the page's address and title are read again while frames come.
+META_EVERY_S = 1.0
+
+
+class NoTab(Exception):
+    """The page has no tab to show now (it crashed, or the browser is being
+    launched again): a viewer tries again shortly."""
+
+
+class Watcher:
+    """What a page's cast needs of a viewer (live/sockets.py's socket)."""
+
+    def frame(self, data: bytes) -> None: ...
+
+    def meta(self, meta: dict[str, Any]) -> None: ...
+
+    def ended(self, code: int) -> None: ...
+
+
+class PageCast:
+    def __init__(self, page: ManagedPage, on_idle: Callable[[PageCast], None]) -> None:
+        self.page = page
+        self.on_idle = on_idle
+        self.watchers: set[Watcher] = set()
+        self.tab: Page | None = None
+        self.cdp: CDPSession | None = None
+        self.starting: asyncio.Future | None = None
+        # The last frame's page size in CSS pixels, for placing input.
+        self.width = 0.0
+        self.height = 0.0
+        self.frames = 0
+        self.last_ack = 0.0
+        self.meta: dict[str, Any] = {"url": "", "title": ""}
+        self.meta_read_at = 0.0
+
+    # --- viewers -----------------------------------------------------------------------
+
+    async def join(self, watcher: Watcher) -> None:
+        """Add a viewer, starting the cast for the first; NoTab when there is
+        nothing to show."""
+        self.watchers.add(watcher)
+        try:
+            if self.cdp is None:
+                if self.starting is None:
+                    self.starting = spawn(self._start(), about=f"the screencast of page {self.page.name}")
+                await asyncio.shield(self.starting)
+        except BaseException:
+            self.watchers.discard(watcher)
+            if not self.watchers:
+                self.on_idle(self)
+            raise
+        watcher.meta(self.meta)
+
+    def leave(self, watcher: Watcher) -> None:
+        self.watchers.discard(watcher)
+        if not self.watchers:
+            self.on_idle(self)
+            spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
+
+    def tell(self, meta: dict[str, Any]) -> None:
+        for watcher in list(self.watchers):
+            watcher.meta(meta)
+
+    # --- the cast ----------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        tab = self.page.tab
+        if tab is None or tab.is_closed() or self.page.crashed:
+            self.starting = None
+            raise NoTab()
+        try:
+            cdp = await tab.context.new_cdp_session(tab)
+            cdp.on("Page.screencastFrame", self._frame)
+            tab.on("close", self._tab_gone)
+            tab.on("crash", self._tab_gone)
+            side = settings.LIVE_MAX_SIDE
+            await cdp.send(
+                "Page.startScreencast",
+                {"format": "jpeg", "quality": settings.LIVE_JPEG_QUALITY, "maxWidth": side, "maxHeight": side},
+            )
+        except PlaywrightError as error:
+            self.starting = None
+            log.info("page %s: no screencast (%s)", self.page.name, error.message)
+            raise NoTab() from None
+        self.tab, self.cdp = tab, cdp
+        self.starting = None
+        await self._read_meta()
+
+    async def stop(self) -> None:
+        cdp, tab, self.cdp, self.tab = self.cdp, self.tab, None, None
+        if tab is not None:
+            tab.remove_listener("close", self._tab_gone)
+            tab.remove_listener("crash", self._tab_gone)
+        if cdp is None:
+            return
+        try:
+            await cdp.send("Page.stopScreencast")
+            await cdp.detach()
+        except PlaywrightError:
+            pass  # the tab went first
+
+    def _tab_gone(self, *_: Any) -> None:
+        """The tab closed or crashed: its viewers are told to come back for
+        the page's next tab (close code 1012, "service restart")."""
+        log.info("page %s: its tab went under %d viewer(s)", self.page.name, len(self.watchers))
+        for watcher in list(self.watchers):
+            watcher.ended(1012)
+
+    def _frame(self, params: dict[str, Any]) -> None:
+        cdp = self.cdp
+        if cdp is None:
+            return
+        metadata = params.get("metadata") or {}
+        self.width = float(metadata.get("deviceWidth") or self.width)
+        self.height = float(metadata.get("deviceHeight") or self.height)
+        self.frames += 1
+        data = base64.b64decode(params["data"])
+        for watcher in list(self.watchers):
+            watcher.frame(data)
+        # The next frame comes once this one is acknowledged: not before 1/LIVE_FPS after the last.
+        now = time.monotonic()
+        due = max(now, self.last_ack + 1 / settings.LIVE_FPS)
+        self.last_ack = due
+        session = params["sessionId"]
+        asyncio.get_running_loop().call_later(due - now, self._ack, cdp, session)
+        if now - self.meta_read_at >= META_EVERY_S:
+            self.meta_read_at = now
+            spawn(self._read_meta(), about=f"reading page {self.page.name}'s title")
+
+    def _ack(self, cdp: CDPSession, session: int) -> None:
+        if cdp is self.cdp:
+            spawn(self._send(cdp, "Page.screencastFrameAck", {"sessionId": session}), about="a screencast frame's ack")
+
+    async def _send(self, cdp: CDPSession, method: str, params: dict[str, Any]) -> None:
+        try:
+            await cdp.send(method, params)
+        except PlaywrightError:
+            pass  # the tab went; `_tab_gone` tells the viewers
+
+    async def _read_meta(self) -> None:
+        tab = self.tab
+        if tab is None:
+            return
+        try:
+            title = await tab.title()
+        except PlaywrightError:
+            return
+        meta = {"url": tab.url, "title": title}
+        if meta != self.meta:
+            self.meta = meta
+            self.tell(meta)
+
+    # --- input -------------------------------------------------------------------------
+
+    def place(self, fx: Any, fy: Any) -> tuple[float, float] | None:
+        """A viewer's fractions of the frame as the page's CSS pixels, or None
+        when they are not numbers from 0 to 1."""
+        if not all(isinstance(f, int | float) and not isinstance(f, bool) and 0 <= f <= 1 for f in (fx, fy)):
+            return None
+        return fx * self.width, fy * self.height
+
+    async def dispatch(self, method: str, params: dict[str, Any]) -> None:
+        if self.cdp is not None:
+            await self._send(self.cdp, method, params)
+
+
+class Casts:
+    """The pages being watched now, by page."""
+
+    def __init__(self) -> None:
+        self.by_page: dict[int, PageCast] = {}
+
+    def of(self, page: ManagedPage) -> PageCast:
+        cast = self.by_page.get(id(page))
+        if cast is None or cast.page is not page:
+            cast = self.by_page[id(page)] = PageCast(page, self._idle)
+        return cast
+
+    def watching(self, page: ManagedPage) -> PageCast | None:
+        cast = self.by_page.get(id(page))
+        return cast if cast is not None and cast.page is page else None
+
+    def _idle(self, cast: PageCast) -> None:
+        if self.by_page.get(id(cast.page)) is cast:
+            del self.by_page[id(cast.page)]
+
+    def running(self) -> int:
+        """Screencasts running now (a benchmark and the tests read it)."""
+        return sum(1 for cast in self.by_page.values() if cast.cdp is not None)
+
+
+casts = Casts()
