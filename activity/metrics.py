@@ -38,6 +38,7 @@ from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView
 from core.schema import operation
+from live.screencast import casts
 from media_store import store as media
 
 METRICS_OFF = "Metrics are off on this worker (METRICS_ENABLED=0)."
@@ -94,8 +95,14 @@ class WorkerState(Collector):
             queued.add_metric([page.name], page.lock.jobs_waiting())
         yield queued
         yield GaugeMetricFamily("penelope_pages_max", "Pages that may be open at once (MAX_PAGES).", value=settings.MAX_PAGES)
+        yield GaugeMetricFamily("penelope_live_viewers", "Live views open now (sockets on /live/<token>/ws).", value=casts.viewers())
         yield GaugeMetricFamily(
-            "penelope_requests_in_flight", "Authenticated API requests being answered now.", value=tracker.requests_in_flight
+            "penelope_live_screencasts", "Pages whose screencast runs now (one per watched page).", value=casts.running()
+        )
+        yield GaugeMetricFamily(
+            "penelope_requests_in_flight",
+            "Authenticated API requests being answered now, and live views open: both keep a worker awake.",
+            value=tracker.requests_in_flight,
         )
         held = GaugeMetricFamily(
             "penelope_jobs_held", "Jobs held (counted against MAX_JOBS): running, or ended and keeping a result, by state.",

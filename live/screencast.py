@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("penelope.live")
 
-# How often the page's address and title are read again while frames come.
+# How often the page's address and title are read again while it is watched.
 META_EVERY_S = 1.0
 
 
@@ -67,9 +67,10 @@ class PageCast:
         self.width = 0.0
         self.height = 0.0
         self.frames = 0
+        self.last_frame: bytes | None = None
         self.last_ack = 0.0
         self.meta: dict[str, Any] = {"url": "", "title": ""}
-        self.meta_read_at = 0.0
+        self.meta_reader: asyncio.Task | None = None
 
     # --- viewers -----------------------------------------------------------------------
 
@@ -88,6 +89,8 @@ class PageCast:
                 self.on_idle(self)
             raise
         watcher.meta(self.meta)
+        if self.last_frame is not None:
+            watcher.frame(self.last_frame)  # a still page sends no new frame for a while
 
     def leave(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
@@ -123,9 +126,13 @@ class PageCast:
         self.tab, self.cdp = tab, cdp
         self.starting = None
         await self._read_meta()
+        self.meta_reader = spawn(self._keep_meta(cdp), about=f"reading page {self.page.name}'s address and title")
 
     async def stop(self) -> None:
         cdp, tab, self.cdp, self.tab = self.cdp, self.tab, None, None
+        self.last_frame = None
+        if self.meta_reader is not None:
+            self.meta_reader.cancel()
         if tab is not None:
             tab.remove_listener("close", self._tab_gone)
             tab.remove_listener("crash", self._tab_gone)
@@ -152,7 +159,7 @@ class PageCast:
         self.width = float(metadata.get("deviceWidth") or self.width)
         self.height = float(metadata.get("deviceHeight") or self.height)
         self.frames += 1
-        data = base64.b64decode(params["data"])
+        data = self.last_frame = base64.b64decode(params["data"])
         for watcher in list(self.watchers):
             watcher.frame(data)
         # The next frame comes once this one is acknowledged: not before 1/LIVE_FPS after the last.
@@ -161,9 +168,6 @@ class PageCast:
         self.last_ack = due
         session = params["sessionId"]
         asyncio.get_running_loop().call_later(due - now, self._ack, cdp, session)
-        if now - self.meta_read_at >= META_EVERY_S:
-            self.meta_read_at = now
-            spawn(self._read_meta(), about=f"reading page {self.page.name}'s title")
 
     def _ack(self, cdp: CDPSession, session: int) -> None:
         if cdp is self.cdp:
@@ -174,6 +178,13 @@ class PageCast:
             await cdp.send(method, params)
         except PlaywrightError:
             pass  # the tab went; `_tab_gone` tells the viewers
+
+    async def _keep_meta(self, cdp: CDPSession) -> None:
+        """The page's address and title, read again every META_EVERY_S while
+        it is watched: a title can change with nothing drawn."""
+        while cdp is self.cdp:
+            await asyncio.sleep(META_EVERY_S)
+            await self._read_meta()
 
     async def _read_meta(self) -> None:
         tab = self.tab
@@ -221,6 +232,9 @@ class Casts:
     def _idle(self, cast: PageCast) -> None:
         if self.by_page.get(id(cast.page)) is cast:
             del self.by_page[id(cast.page)]
+
+    def viewers(self) -> int:
+        return sum(len(cast.watchers) for cast in self.by_page.values())
 
     def running(self) -> int:
         """Screencasts running now (a benchmark and the tests read it)."""

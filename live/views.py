@@ -40,7 +40,7 @@ class LiveParams(serializers.Serializer):
         return ttl
 
     def validate_control(self, control: bool) -> bool:
-        if not isinstance(self.initial_data.get("control"), bool):
+        if not isinstance(self.initial_data.get("control", False), bool):
             raise serializers.ValidationError("control is true or false.")
         return control
 
