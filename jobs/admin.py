@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 import time
 
+from asgiref.sync import async_to_sync
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
 from jobs.models import DeliveryAttempt, Job
+from live.links import operator_link
 
 EXPIRED = "expired, removed at the next sweep"
 
@@ -27,7 +33,7 @@ class JobAdmin(ReadOnlyAdmin):
         "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "page_id", "started", "finished",
         "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
-        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id",
+        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id", "live_view",
         "progress_json", "params_json", "result_json", "media_tokens",
     )
 
@@ -40,6 +46,30 @@ class JobAdmin(ReadOnlyAdmin):
             escaped, escaped_duplicates = super().get_search_results(request, queryset, stored_term)
             results, may_have_duplicates = results | escaped, may_have_duplicates or escaped_duplicates
         return results, may_have_duplicates
+
+    def get_urls(self):
+        live = path("<str:job_id>/live/", self.admin_site.admin_view(self.open_live_view), name="jobs_job_live")
+        return [live, *super().get_urls()]
+
+    @admin.display(description="live view")
+    def live_view(self, job: Job) -> str:
+        """A running job's page, live: the link makes a control link (15 minutes) and opens it."""
+        if job.state != Job.State.RUNNING:
+            return "-"
+        return format_html(
+            '<a href="{}" target="_blank" rel="noopener noreferrer">Watch and drive page {} live</a>',
+            reverse("admin:jobs_job_live", args=[job.id]), job.page_id,
+        )
+
+    def open_live_view(self, request: HttpRequest, job_id: str) -> HttpResponse:
+        job = get_object_or_404(Job, pk=job_id)
+        url = async_to_sync(operator_link)(job.page_id) if job.state == Job.State.RUNNING else None
+        if url is None:
+            return HttpResponse(
+                f"Job {job.id} is not running on an open page now: there is nothing to watch.", status=404,
+                content_type="text/plain; charset=utf-8",
+            )
+        return HttpResponseRedirect(url)
 
     @admin.display(description="queue")
     def queue(self, job: Job) -> str:

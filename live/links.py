@@ -97,3 +97,14 @@ class Links:
 
 
 links = Links()
+
+
+OPERATOR_LINK_TTL_S = 900.0
+
+
+async def operator_link(page_id: str) -> str | None:
+    """A control link for an operator in the admin (on the event loop, where
+    the links live): its URL, or None when the page is not open."""
+    page = registry.pages.get(page_id)
+    made = links.create(page, ttl=OPERATOR_LINK_TTL_S, control=True) if page is not None and not page.closed else None
+    return f"/live/{made[0]}" if made is not None else None

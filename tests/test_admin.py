@@ -147,3 +147,31 @@ def test_manage_jobs_says_an_expired_job_is_removed_at_the_next_sweep(db):
     out = StringIO()
     call_command("jobs", "00000000000000ea", stdout=out)
     assert "expires in  expired, removed at the next sweep" in out.getvalue()
+
+
+def test_a_running_job_links_its_live_view(operator):
+    from browser.pages import ManagedPage
+    from browser.registry import registry
+    from live.links import links
+
+    now = time.time()
+    Job.objects.create(id="00000000000000f1", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, started_at=now)
+    Job.objects.create(
+        id="00000000000000f2", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, started_at=now,
+        state="done", finished_at=now, expires_at=now + 60, status=200, result={"success": True, "page_id": "watched"},
+    )
+    detail = operator.get("/admin/jobs/job/00000000000000f1/change/").content.decode()
+    assert "/admin/jobs/job/00000000000000f1/live/" in detail
+    assert "/live/" not in operator.get("/admin/jobs/job/00000000000000f2/change/").content.decode()
+    # Not open here (no browser in this process): nothing to watch, and no link made.
+    assert operator.get("/admin/jobs/job/00000000000000f1/live/").status_code == 404
+    page = registry.pages["watched"] = ManagedPage("watched")
+    try:
+        opened = operator.get("/admin/jobs/job/00000000000000f1/live/")
+        assert opened.status_code == 302
+        link = links.find(opened["Location"].removeprefix("/live/"))
+        assert link is not None and link.page is page and link.control
+        assert operator.get("/admin/jobs/job/00000000000000f2/live/").status_code == 404  # ended: no link
+    finally:
+        links.revoke_page("watched")
+        del registry.pages["watched"]
