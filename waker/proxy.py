@@ -1,5 +1,9 @@
-"""`ANY /w/{persona}/api/v1/...`: wake the persona's worker and pass the
-request through, its answer streamed back with its status and headers.
+"""`/w/{persona}/...`: wake the persona's worker and pass the request
+through. HTTP under `api/v1/` (with one of the persona's keys; health never
+wakes) and `GET`/`HEAD` under `live/` (no key: the live view's token is its
+credential), the answer streamed back with its status and headers. A
+WebSocket at `api/v1/events` (with a key) or `live/<token>/ws` (no key) is
+opened to the worker first, then accepted, then relayed (waker/socket_relay.py).
 
 A plain ASGI application in front of Django's (which serves the waker's own
 API), because a proxy must hold its count of requests in flight exactly as
@@ -10,13 +14,17 @@ handler offers neither for a response that has not started streaming yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 import httpx
 
+from waker import socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches, encode, error_body
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
@@ -29,6 +37,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 PREFIX = "/w/"
 API_PREFIX = "/api/v1/"
 HEALTH_PATH = "/api/v1/health"
+EVENTS_PATH = "/api/v1/events"
+LIVE_PREFIX = "/live/"
+LIVE_SOCKET = re.compile(r"/live/[^/]+/ws")
+LIVE_METHODS = ("GET", "HEAD")
 # Headers of one hop, not of the exchange (RFC 9110, 7.6.1).
 HOP_BY_HOP = frozenset(
     {
@@ -46,8 +58,48 @@ HOP_BY_HOP = frozenset(
 # httpx sets these for the next hop from the URL and the body it sends; and
 # the body is already read, so an `Expect: 100-continue` was answered here.
 NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+# And for a socket, the handshake's own headers, which websockets writes anew.
+SOCKET_NOT_FORWARDED = NOT_FORWARDED | socket_relay.HANDSHAKE_HEADERS
 # A forwarded call may run for minutes; the worker's own time limits bound it.
 FORWARD_TIMEOUT = httpx.Timeout(5.0, read=None, write=None, pool=None)
+
+
+class Refused(Exception):
+    """A request the waker answers itself, with its status and one sentence
+    (a socket's handshake is refused whatever the status: daphne has 403 only)."""
+
+    def __init__(self, status: int, message: str, *, realm: str = "penelope-waker", allow: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.realm, self.allow = status, message, realm, allow
+
+    async def answer(self, send: Send) -> None:
+        await send_error(send, self.status, self.message, realm=self.realm, allow=self.allow)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a request under `/w/` goes: the persona's worker and the path
+    there, as the client encoded it; `live` for the live view's paths."""
+
+    worker: PersonaWorker
+    target: bytes
+    live: bool
+
+    def url(self, scope: Scope) -> str:
+        url = self.worker.persona.base_url + self.target.decode("latin-1")
+        if scope["type"] == "websocket":
+            url = "ws" + url.removeprefix("http")  # https, were it so, becomes wss
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        return url
+
+
+async def wake(worker: PersonaWorker) -> None:
+    """Start the worker unless it runs, for a request or a socket; Refused (503) when it did not start."""
+    try:
+        await worker.ensure_running()
+    except StartFailed as error:
+        raise Refused(503, f"Persona {worker.persona.name}'s worker did not start: {error.message}") from None
 
 
 class WakerApplication:
@@ -58,10 +110,52 @@ class WakerApplication:
         self.supervisor = supervisor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(PREFIX):
+        if scope["type"] == "websocket":
+            await self.socket(scope, receive, send)  # the waker's own API has none
+        elif scope["type"] == "http" and scope["path"].startswith(PREFIX):
             await self.forward(scope, receive, send)
         else:
             await self.api(scope, receive, send)
+
+    def route(self, scope: Scope) -> Route:
+        """The route of a request or socket under `/w/`, its key checked unless
+        it is live's; Refused, before anything is woken, when it has none."""
+        name_raw, target = _split(scope.get("raw_path") or scope["path"].encode())
+        name = unquote(name_raw.decode("latin-1"))
+        worker = self.supervisor.get(name)
+        if worker is None:
+            raise Refused(404, f"No persona {name[:64]}.")
+        path = unquote(target.decode("latin-1"))
+        socket = scope["type"] == "websocket"
+        live = path.startswith(LIVE_PREFIX)
+        # No dot segments: the client's HTTP library would resolve them, and
+        # `api/v1/../../admin/` would leave the worker's API.
+        if {".", ".."} & set(path.split("/")) or not (
+            (LIVE_SOCKET.fullmatch(path) or path == EVENTS_PATH) if socket else (live or path.startswith(API_PREFIX))
+        ):
+            raise Refused(
+                404,
+                f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... and /w/{name}/live/... only.",
+            )
+        if live:
+            # The token in the path is the credential: no key to check.
+            if not socket and scope["method"] not in LIVE_METHODS:
+                raise Refused(405, f"Method {scope['method']} is not allowed here; use GET or HEAD.", allow="GET, HEAD")
+        elif path == HEALTH_PATH:
+            # Health needs no key, so it never wakes a worker.
+            if worker.state != RUNNING:
+                raise Refused(
+                    503,
+                    f"Persona {name}'s worker is {worker.state}. Health never wakes a worker: any other request "
+                    f"through /w/{name}/ with its key does, as does POST /api/v1/personas/{name}/start.",
+                )
+        elif not any_key_matches(
+            dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"), worker.persona.accepted_keys
+        ):
+            # Checked here too, so a client without a key cannot wake a worker;
+            # what a read key may do is the worker's to say.
+            raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope")
+        return Route(worker, target, live)
 
     async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The body is read first: daphne holds it whole anyway, and once it is
@@ -69,41 +163,13 @@ class WakerApplication:
         body = await read_body(receive)
         if body is None:
             return
-        name_raw, target = _split(scope.get("raw_path") or scope["path"].encode())
-        name = unquote(name_raw.decode("latin-1"))
-        worker = self.supervisor.get(name)
-        if worker is None:
-            await send_error(send, 404, f"No persona {name[:64]}.")
+        try:
+            route = self.route(scope)
+        except Refused as refused:
+            await refused.answer(send)
             return
-        path = unquote(target.decode("latin-1"))
-        # No dot segments: the client's HTTP library would resolve them, and
-        # `api/v1/../../admin/` would leave the worker's API.
-        if not path.startswith(API_PREFIX) or {".", ".."} & set(path.split("/")):
-            await send_error(
-                send, 404, f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... only."
-            )
-            return
-        headers = dict(scope["headers"])
-        if path == HEALTH_PATH:
-            # Health needs no key, so it never wakes a worker.
-            if worker.state != RUNNING:
-                await send_error(
-                    send,
-                    503,
-                    f"Persona {name}'s worker is {worker.state}. Health never wakes a worker: any other request "
-                    f"through /w/{name}/ with its key does, as does POST /api/v1/personas/{name}/start.",
-                )
-                return
-        elif not any_key_matches(headers.get(b"authorization", b"").decode("latin-1"), worker.persona.accepted_keys):
-            # Checked here too, so a client without a key cannot wake a worker;
-            # what a read key may do is the worker's to say.
-            await send_error(send, 401, WORKER_KEY_REQUIRED, realm="penelope")
-            return
-        url = worker.persona.base_url + target.decode("latin-1")
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
         responder = Responder(send)
-        exchange = asyncio.ensure_future(self._exchange(worker, scope, url, body, responder))
+        exchange = asyncio.ensure_future(self._exchange(route.worker, scope, route.url(scope), body, responder))
         gone = asyncio.ensure_future(until_disconnected(receive))
         try:
             await asyncio.wait({exchange, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -120,9 +186,9 @@ class WakerApplication:
     async def _exchange(self, worker: PersonaWorker, scope: Scope, url: str, body: bytes, send: Responder) -> None:
         name = worker.persona.name
         try:
-            await worker.ensure_running()
-        except StartFailed as error:
-            await send_error(send, 503, f"Persona {name}'s worker did not start: {error.message}")
+            await wake(worker)
+        except Refused as refused:
+            await refused.answer(send)
             return
         headers = [(key, value) for key, value in scope["headers"] if key not in NOT_FORWARDED]
         http = self.supervisor.http
@@ -162,6 +228,64 @@ class WakerApplication:
             finally:
                 await upstream.aclose()
 
+    async def socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Open the socket to the worker (woken first), and only then accept
+        the client's and relay; a refusal closes it before accept, which
+        daphne answers 403 whatever the reason. An open live socket counts as
+        a request in flight, so an open live view keeps its worker awake; an
+        event socket does not, as it is not client activity on the worker
+        (core/sockets.py)."""
+        if (await receive())["type"] != "websocket.connect":
+            return
+        try:
+            if not scope["path"].startswith(PREFIX):
+                raise Refused(404, f"No socket at {scope['path'][:200]}.")
+            route = self.route(scope)
+        except Refused as refused:
+            log.info("socket %s refused: %s", scope["path"][:200], refused.message)
+            await send({"type": "websocket.close"})
+            return
+        with route.worker.forwarding() if route.live else contextlib.nullcontext():
+            upstream = await self._open_socket(route, scope, receive)
+            if upstream is None:
+                await send({"type": "websocket.close"})  # dropped by daphne when the client is gone already
+                return
+            await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+            await socket_relay.relay(upstream, receive, send)
+
+    async def _open_socket(self, route: Route, scope: Scope, receive: Receive) -> socket_relay.ClientConnection | None:
+        """The worker's socket, or None when it was refused or the client went
+        away first (which abandons the open, not the start others wait for).
+        Daphne refuses a handshake still waiting after 20 s
+        (`websocket_connect_timeout`), which bounds the wait for a start."""
+        headers = [(key, value) for key, value in scope["headers"] if key not in SOCKET_NOT_FORWARDED]
+
+        async def open_() -> socket_relay.ClientConnection:
+            await wake(route.worker)
+            return await socket_relay.open_to_worker(route.url(scope), headers, scope.get("subprotocols") or [])
+
+        opening = asyncio.ensure_future(open_())
+        gone = asyncio.ensure_future(until_disconnected(receive, "websocket.disconnect"))
+        try:
+            await asyncio.wait({opening, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (opening, gone):
+                task.cancel()
+            await asyncio.gather(opening, gone, return_exceptions=True)
+        if opening.cancelled():
+            return None
+        if (error := opening.exception()) is not None:
+            if isinstance(error, Refused | socket_relay.WorkerRefused):
+                log.info("socket %s refused: %s", scope["path"][:200], error)
+            else:
+                log.error("opening socket %s failed", scope["path"][:200], exc_info=error)
+            return None
+        upstream = opening.result()
+        if gone.done() and not gone.cancelled():  # gone in the same turn the socket opened
+            await upstream.close()
+            return None
+        return upstream
+
 
 def _split(raw_path: bytes) -> tuple[bytes, bytes]:
     """`/w/<name>/<target>` as (name, b"/<target>"), on the raw path so the
@@ -185,8 +309,8 @@ async def read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def until_disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
+async def until_disconnected(receive: Receive, disconnect: str = "http.disconnect") -> None:
+    while (await receive())["type"] != disconnect:
         pass
 
 
@@ -213,10 +337,14 @@ class Responder:
             await self({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def send_error(send: Send, status: int, message: str, realm: str = "penelope-waker") -> None:
+async def send_error(
+    send: Send, status: int, message: str, realm: str = "penelope-waker", allow: str | None = None
+) -> None:
     body = encode(error_body(message))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", f'Bearer realm="{realm}"'.encode()))
+    if allow is not None:
+        headers.append((b"allow", allow.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
