@@ -31,6 +31,7 @@ import httpx
 from bench import load
 from bench.memory import Memory
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
+from bench.phases.live import live_phase
 from bench.phases.memory import max_pages_memory, memory_rows
 from bench.phases.metrics import metrics_phase
 from bench.phases.queue import queue_phase
@@ -52,8 +53,8 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "schedules", "peer", "memory",
-          "store")
+PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "schedules", "live", "peer",
+          "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -110,6 +111,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print("schedules: a fire's punctuality", flush=True)
                 with profiled(pid, profile_dir, "schedules"):
                     schedules_phase(client, plan, report)
+            if "live" in phases:
+                print("the live view: first frame, input to frame, a viewer's CPU", flush=True)
+                with profiled(pid, profile_dir, "live"):
+                    live_phase(worker, client, plan, report)
             if "peer" in phases:
                 print("the peer: RQ and Redis", flush=True)
                 with profiled(pid, profile_dir, "peer"):

@@ -3,11 +3,16 @@
 Chromium draws the tab into JPEG frames (CDP `Page.startScreencast`) on a
 CDP session of the page's own, opened when the first viewer joins and
 closed when the last one leaves: a page nobody watches costs nothing.
-Chromium sends the next frame only once the last is acknowledged, so the
-acknowledgement is what paces the cast: at most LIVE_FPS frames a second,
-whatever the page does. Each viewer keeps only the newest frame (the socket
-in live/sockets.py sends it when its connection takes more), so a slow
-viewer sees fewer frames, never older ones, and costs no backlog.
+Chromium draws a frame only while fewer than two wait for their
+acknowledgement, so the acknowledgements pace its work (about LIVE_FPS
+frames a second, whatever the page does), and the frames are handed on to
+the viewers at most LIVE_FPS a second, the newest each time. What Chromium
+would have drawn while frames waited is dropped, not sent later: after a
+burst that had to be paced, a screenshot taken once the page is still
+stands in for the frame that may be missing. Each viewer keeps only the
+newest frame (the socket in live/sockets.py sends it when its connection
+takes more), so a slow viewer sees fewer frames, never older ones, and
+costs no backlog.
 
 Input from a viewer with control goes to the same CDP session's `Input`
 domain. The viewer sends positions as fractions of the frame it shows, and
@@ -67,8 +72,16 @@ class PageCast:
         self.width = 0.0
         self.height = 0.0
         self.frames = 0
-        self.last_frame: bytes | None = None
-        self.last_ack = 0.0
+        # The newest frame (base64 as it came, decoded once it is handed on),
+        # and the pacing of the hand-on: when it last ran, and its timer.
+        self.last_frame: bytes | str | None = None
+        self.handed_at = 0.0
+        self.handing: asyncio.TimerHandle | None = None
+        # The pacing of Chromium's frames (their acks), and the still frame
+        # owed after a paced burst.
+        self.acked_at = 0.0
+        self.unsettled = False
+        self.settling: asyncio.TimerHandle | None = None
         self.meta: dict[str, Any] = {"url": "", "title": ""}
         self.meta_reader: asyncio.Task | None = None
 
@@ -89,7 +102,7 @@ class PageCast:
                 self.on_idle(self)
             raise
         watcher.meta(self.meta)
-        if self.last_frame is not None:
+        if isinstance(self.last_frame, bytes):
             watcher.frame(self.last_frame)  # a still page sends no new frame for a while
 
     def leave(self, watcher: Watcher) -> None:
@@ -131,6 +144,10 @@ class PageCast:
     async def stop(self) -> None:
         cdp, tab, self.cdp, self.tab = self.cdp, self.tab, None, None
         self.last_frame = None
+        for timer in (self.handing, self.settling):
+            if timer is not None:
+                timer.cancel()
+        self.handing = self.settling = None
         if self.meta_reader is not None:
             self.meta_reader.cancel()
         if tab is not None:
@@ -159,19 +176,65 @@ class PageCast:
         self.width = float(metadata.get("deviceWidth") or self.width)
         self.height = float(metadata.get("deviceHeight") or self.height)
         self.frames += 1
-        data = self.last_frame = base64.b64decode(params["data"])
-        for watcher in list(self.watchers):
-            watcher.frame(data)
-        # The next frame comes once this one is acknowledged: not before 1/LIVE_FPS after the last.
+        self.last_frame = params["data"]
+        if self.handing is None:
+            wait = self.handed_at + 1 / settings.LIVE_FPS - time.monotonic()
+            if wait <= 0:
+                self._hand_on()
+            else:
+                self.handing = asyncio.get_running_loop().call_later(wait, self._hand_on)
+        # Chromium draws the next frame only once this one is acknowledged
+        # (two at most may wait): a late ack is what bounds its work to
+        # about LIVE_FPS frames a second on a page that never stops changing.
         now = time.monotonic()
-        due = max(now, self.last_ack + 1 / settings.LIVE_FPS)
-        self.last_ack = due
-        session = params["sessionId"]
-        asyncio.get_running_loop().call_later(due - now, self._ack, cdp, session)
+        due = max(now, self.acked_at + 1 / settings.LIVE_FPS)
+        self.acked_at = due
+        loop = asyncio.get_running_loop()
+        loop.call_later(due - now, self._ack, cdp, params["sessionId"])
+        if self.settling is not None:
+            self.settling.cancel()
+            self.settling = None
+        if due > now or self.unsettled:
+            # But what it draws while frames wait is dropped, never sent
+            # later: once the page has been still for two frames' time after
+            # a paced burst, its last state is taken by a screenshot instead.
+            self.unsettled = True
+            self.settling = loop.call_later(due - now + 2 / settings.LIVE_FPS, self._settle, cdp)
 
     def _ack(self, cdp: CDPSession, session: int) -> None:
         if cdp is self.cdp:
             spawn(self._send(cdp, "Page.screencastFrameAck", {"sessionId": session}), about="a screencast frame's ack")
+
+    def _settle(self, cdp: CDPSession) -> None:
+        self.settling = None
+        if cdp is self.cdp:
+            spawn(self._screenshot(cdp), about=f"the still frame of page {self.page.name}")
+
+    async def _screenshot(self, cdp: CDPSession) -> None:
+        try:
+            shot = await cdp.send(
+                "Page.captureScreenshot",
+                {"format": "jpeg", "quality": settings.LIVE_JPEG_QUALITY, "optimizeForSpeed": True},
+            )
+        except PlaywrightError:
+            return
+        if cdp is self.cdp and self.settling is None:  # no frame came meanwhile
+            self.unsettled = False
+            self.last_frame = shot["data"]
+            if self.handing is None:
+                self._hand_on()
+
+    def _hand_on(self) -> None:
+        """The newest frame to every viewer: at most LIVE_FPS a second, and
+        always the last one a burst left."""
+        self.handing = None
+        self.handed_at = time.monotonic()
+        if self.cdp is None or self.last_frame is None:
+            return
+        if isinstance(self.last_frame, str):
+            self.last_frame = base64.b64decode(self.last_frame)  # once per frame handed on, not per frame drawn
+        for watcher in list(self.watchers):
+            watcher.frame(self.last_frame)
 
     async def _send(self, cdp: CDPSession, method: str, params: dict[str, Any]) -> None:
         try:

@@ -187,6 +187,30 @@ def test_frames_arrive_and_follow_the_page_and_the_screencast_stops_with_the_las
     wait_until(lambda: metric(api, "penelope_live_screencasts") == 0, what="the screencast stopped")
 
 
+def test_the_last_state_of_a_burst_of_changes_is_shown(api, worker, person):
+    """Chromium drops what it draws while frames wait for their acks, which
+    pace it: the still page's last state must reach the viewer anyway."""
+    evaluate(api, "() => { document.body.innerHTML = ''; document.body.style.background = 'rgb(0, 0, 255)'; }")
+    tab = watch(person, worker, make_link(api)["url"])
+    evaluate(api, """() => new Promise((done) => {
+        let left = 40;
+        const step = () => {
+            document.body.style.background = left % 2 ? "rgb(255, 0, 0)" : "rgb(0, 0, 255)";
+            if (--left > 0) requestAnimationFrame(step); else { document.body.style.background = "rgb(0, 160, 0)"; done(); }
+        };
+        step();
+    })""")
+    tab.wait_for_function("""() => {
+        const img = document.getElementById("frame"), canvas = document.createElement("canvas");
+        canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+        const paint = canvas.getContext("2d");
+        paint.drawImage(img, 0, 0);
+        const [r, g, b] = paint.getImageData(img.naturalWidth / 2, img.naturalHeight / 2, 1, 1).data;
+        return g > 120 && r < 60 && b < 60;
+    }""")
+    tab.close()
+
+
 def test_control_types_into_the_page_and_view_only_changes_nothing(api, worker, person):
     at = put_field(api)
     viewer = watch(person, worker, make_link(api)["url"])
