@@ -17,7 +17,6 @@ client activity: an open one does not keep a sleepy worker awake.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 from collections import deque
@@ -30,52 +29,10 @@ from django.conf import settings
 from core import events
 from core.auth import authorization_matches
 from core.tasks import spawn
+from core.writable import Writable
 
 JOB_FILTER = re.compile(r"[0-9a-f]{16}")
 PAGE_FILTER = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
-
-
-class Writable:
-    """Whether the connection takes more bytes now: Twisted pauses a push
-    producer registered on the transport when its write buffer fills (64 KiB)
-    and resumes it once drained. The transport already has one, the HTTP
-    channel the socket was upgraded from; this stands in front of it and
-    passes every call on."""
-
-    def __init__(self, transport: Any) -> None:
-        self.open = asyncio.Event()
-        self.open.set()
-        self.transport = transport
-        self.previous = getattr(transport, "producer", None)
-        if self.previous is not None:
-            transport.unregisterProducer()
-        transport.registerProducer(self, True)
-
-    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
-        self.open.clear()
-        if self.previous is not None:
-            self.previous.pauseProducing()
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        self.open.set()
-        if self.previous is not None:
-            self.previous.resumeProducing()
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self.open.set()
-        if self.previous is not None:
-            self.previous.stopProducing()
-
-    @classmethod
-    def of(cls, send: Any) -> Writable | None:
-        """For a socket served by daphne, whose `send` is its server's reply
-        function bound to the socket's protocol; None under another server
-        (the queue then still bounds a burst)."""
-        protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
-        transport = getattr(protocol, "transport", None)
-        if transport is None or not hasattr(transport, "registerProducer"):
-            return None
-        return cls(transport)
 
 
 class EventStream(AsyncWebsocketConsumer):

@@ -35,8 +35,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from activity.tracker import tracker
-from core.sockets import Writable
 from core.tasks import spawn
+from core.writable import Writable
 from live import human
 from live.links import Link, links
 from live.screencast import NoTab, PageCast, Watcher, casts

@@ -22,7 +22,6 @@ What the relay holds is bounded both ways, a message or a few at a time:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +29,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
+
+from core.writable import Writable
 
 log = logging.getLogger("penelope.waker")
 
@@ -161,47 +162,3 @@ def code_for_worker(code: int | None) -> int:
     return int(CloseCode.NORMAL_CLOSURE if code == CloseCode.NO_STATUS_RCVD else CloseCode.GOING_AWAY)
 
 
-class Writable:
-    """Whether the client's connection takes more bytes now: Twisted pauses a
-    push producer registered on the transport when its write buffer fills
-    (64 KiB) and resumes it once drained. The transport has one already, the
-    HTTP channel the socket was upgraded from; this stands in front of it and
-    passes every call on.
-
-    The worker's event sockets do the same (core.sockets.Writable), which the
-    waker cannot import: core.sockets loads the worker's event bus and
-    metrics, which read the worker's settings as they load."""
-
-    def __init__(self, transport: Any) -> None:
-        self.open = asyncio.Event()
-        self.open.set()
-        self.previous = getattr(transport, "producer", None)
-        if self.previous is not None:
-            transport.unregisterProducer()
-        transport.registerProducer(self, True)
-
-    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
-        self.open.clear()
-        if self.previous is not None:
-            self.previous.pauseProducing()
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        self.open.set()
-        if self.previous is not None:
-            self.previous.resumeProducing()
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self.open.set()
-        if self.previous is not None:
-            self.previous.stopProducing()
-
-    @classmethod
-    def of(cls, send: Send) -> Writable | None:
-        """For a socket served by daphne, whose `send` is its server's
-        `handle_reply` bound to the socket's protocol (daphne 4.2.3
-        `Server.create_application`); None under another server."""
-        protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
-        transport = getattr(protocol, "transport", None)
-        if transport is None or not hasattr(transport, "registerProducer"):
-            return None
-        return cls(transport)
