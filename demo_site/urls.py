@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from demo_site import views
+from demo_site import sign_in, views
 
 app_name = "demo"
 
 urlpatterns = [
     path("", views.index, name="index"),
+    # Words with a hyphen, which no handle has: the sign-in and its checkpoint.
+    path("sign-in/", sign_in.sign_in, name="sign-in"),
+    path("check-point/<str:handle>/", sign_in.check_point, name="check-point"),
+    path("mail-inbox/<str:handle>/", sign_in.mail_inbox, name="mail-inbox"),
+    path("signed-in/", sign_in.signed_in, name="signed-in"),
     path("<str:handle>/", views.profile, name="profile"),
     path("<str:handle>/following/", views.following_page, name="following"),
     path("<str:handle>/following.json", views.following_json, name="following-json"),

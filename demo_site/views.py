@@ -32,22 +32,28 @@ class BadQuery(Exception):
     """A query parameter out of its range: answered with 400."""
 
 
-def demo_view(view: DemoView) -> DemoView:
-    """Serve the view only while the demo site is on; answer 400 for a bad
-    query parameter."""
+def demo_view(view: DemoView | None = None, *, methods: tuple[str, ...] = ("GET", "HEAD")) -> Any:
+    """Serve the view only while the demo site is on, for `methods` only
+    (GET and HEAD unless said); answer 400 for a bad query parameter. Used
+    bare (`@demo_view`) or with its methods (`@demo_view(methods=...)`)."""
 
-    @functools.wraps(view)
-    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not settings.PENELOPE_DEMO:
-            raise Http404("The demo site is off.")
-        if request.method not in ("GET", "HEAD"):
-            return HttpResponse("Only GET is allowed here.", status=405, headers={"Allow": "GET, HEAD"})
-        try:
-            return await view(request, *args, **kwargs)
-        except BadQuery as error:
-            return HttpResponse(str(error), status=400, content_type="text/plain; charset=utf-8")
+    def wrap(view: DemoView) -> DemoView:
+        @functools.wraps(view)
+        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not settings.PENELOPE_DEMO:
+                raise Http404("The demo site is off.")
+            if request.method not in methods:
+                shown = [method for method in methods if method != "HEAD"]
+                said = f"Only {' and '.join(shown)} {'is' if len(shown) == 1 else 'are'} allowed here."
+                return HttpResponse(said, status=405, headers={"Allow": ", ".join(methods)})
+            try:
+                return await view(request, *args, **kwargs)
+            except BadQuery as error:
+                return HttpResponse(str(error), status=400, content_type="text/plain; charset=utf-8")
 
-    return wrapper
+        return wrapper
+
+    return wrap(view) if view is not None else wrap
 
 
 def query_int(request: HttpRequest, name: str, *, default: int, low: int, high: int) -> int:

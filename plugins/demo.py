@@ -128,6 +128,50 @@ async def get_following(page: Page, params: dict[str, Any], ctx: Context) -> dic
     return {"handle": handle, "following": following, "count": len(following), "total": shown["total"]}
 
 
+class SignInParams(HandleParams):
+    wait_s = serializers.IntegerField(
+        min_value=1, max_value=3600, default=600, help_text="Seconds a person has to pass the checkpoint."
+    )
+
+
+@family.action("sign-in", params=SignInParams, timeout_s=60)
+async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Sign in to the demo site as `handle`. The site stops at a checkpoint
+    (a code sent to the account's inbox): the action asks a person to pass
+    it through the page's live view, then checks that it is signed in.
+    Answers `{handle, signed_in: true, asked_human}`; 409 when the person gave
+    up or the checkpoint was not passed, 504 when nobody answered in time."""
+    handle, wait_s = params["handle"], params["wait_s"]
+    if not settings.PENELOPE_DEMO:
+        raise PluginError(503, "The demo site is off on this worker (PENELOPE_DEMO=0).")
+    await page.goto(demo_url("sign-in/"), wait_until="domcontentloaded")
+    await page.fill("#handle", handle)
+    async with page.expect_navigation(wait_until="domcontentloaded"):
+        await page.click("#sign-in")
+    shown = await page.evaluate(READ_PAGE_JS)
+    if shown["kind"] == "sign-in":
+        raise PluginError(404, f"Account {handle} does not exist.")
+    asked = shown["kind"] == "checkpoint"
+    if asked:
+        answer = await ctx.ask_human(
+            reason=(
+                f"The demo site wants a code for @{handle}. Open its inbox, /demo/mail-inbox/{handle}/ on this "
+                "worker, in your own browser; type the code into the page's Code field here, press Confirm, "
+                "then Done."
+            ),
+            timeout_s=wait_s,
+        )
+        if answer == "gave_up":
+            raise PluginError(409, f"A person gave up the checkpoint of {handle}.", retry=False)
+        if answer == "timeout":
+            raise PluginError(504, f"No one passed the checkpoint of {handle} within {wait_s} s.", retry=False)
+        await page.wait_for_load_state("domcontentloaded")  # the person's Confirm may still be loading
+        shown = await page.evaluate(READ_PAGE_JS)
+    if shown["kind"] != "signed-in":
+        raise PluginError(409, f"The checkpoint of {handle} was not passed: the page shows {shown['kind']}.", retry=False)
+    return {"handle": handle, "signed_in": True, "asked_human": asked}
+
+
 @family.action("state")
 async def state(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """The family's state reader: which account the page shows, whether it is
@@ -138,7 +182,7 @@ async def state(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     return {
         "url": page.url,
         "view": kind,
-        "handle": shown["handle"] if kind in ("profile", "following") else None,
+        "handle": shown["handle"] if kind in ("profile", "following", "checkpoint", "signed-in", "inbox") else None,
         "on_following_list": on_list,
         "loaded": len(shown["handles"]),
         "total": shown["total"] if on_list else None,

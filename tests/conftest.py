@@ -56,6 +56,21 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
     running.stop()
 
 
+@pytest.fixture(scope="module")
+def person() -> Iterator:
+    """A second Chromium: a person who opens a live link (tests/test_live.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.faults import real_chromium
+
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []
+    executable = real_chromium()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=args)
+        yield browser
+        browser.close()
+
+
 @pytest.fixture
 def api(worker: WorkerProcess):
     with worker.client() as client:

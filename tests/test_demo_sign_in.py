@@ -1,0 +1,149 @@
+"""The demo site's sign-in with its checkpoint, and `demo/sign-in`, which
+asks a person to pass it: the site in-process, the whole loop against a real
+worker with a second Chromium as the person, who reads the code in the demo
+inbox and types it through the live view."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from demo_site import sign_in
+from harness.worker import wait_until
+from tests.support.live import click_and_type, make_link, metric, watch
+
+# --- the site -----------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_codes_left():
+    yield
+    sign_in.pending.clear()
+
+
+def code_of(response) -> str:
+    return re.search(r'<strong id="code">(\d{6})</strong>', response.content.decode()).group(1)
+
+
+def test_a_sign_in_stops_at_a_checkpoint_whose_code_is_in_the_inbox(client):
+    form = client.get("/demo/sign-in/")
+    assert form.status_code == 200 and 'name="handle"' in form.content.decode()
+    assert "No code yet" in client.get("/demo/mail-inbox/alice/").content.decode()
+    sent = client.post("/demo/sign-in/", {"handle": "alice"})
+    assert sent.status_code == 303 and sent["Location"] == "/demo/check-point/alice/"
+    checkpoint = client.get("/demo/check-point/alice/").content.decode()
+    assert 'data-demo-page="checkpoint"' in checkpoint and 'name="code"' in checkpoint
+    code = code_of(client.get("/demo/mail-inbox/alice/"))
+    wrong = client.post("/demo/check-point/alice/", {"code": "x" + code[1:]})
+    assert wrong.status_code == 403 and "That code is not right." in wrong.content.decode()
+    passed = client.post("/demo/check-point/alice/", {"code": code})  # still good after one wrong try
+    assert passed.status_code == 303 and passed["Location"] == "/demo/signed-in/"
+    assert passed.cookies["demo_signed_in"].value == "alice" and passed.cookies["demo_signed_in"]["httponly"]
+    home = client.get("/demo/signed-in/").content.decode()
+    assert 'data-demo-page="signed-in"' in home and "Signed in as @alice" in home
+    assert client.post("/demo/check-point/alice/", {"code": code}).status_code == 404  # used up
+
+
+def test_five_wrong_codes_drop_it_and_a_missing_account_gets_none(client):
+    assert client.post("/demo/sign-in/", {"handle": "ghost"}).status_code == 404
+    assert "ghost" not in sign_in.pending
+    client.post("/demo/sign-in/", {"handle": "bob"})
+    code = code_of(client.get("/demo/mail-inbox/bob/"))
+    for _ in range(sign_in.MAX_TRIES):
+        client.post("/demo/check-point/bob/", {"code": "000000" if code != "000000" else "111111"})
+    assert client.post("/demo/check-point/bob/", {"code": code}).status_code == 404
+    assert "Sign in again" in client.get("/demo/check-point/bob/").content.decode()
+
+
+def test_only_the_forms_take_posts_and_the_setting_turns_them_off(client, settings):
+    assert client.post("/demo/alice/").status_code == 405
+    assert client.post("/demo/mail-inbox/alice/").status_code == 405
+    assert client.get("/demo/signed-in/")["Location"] == "/demo/sign-in/"  # not signed in
+    settings.PENELOPE_DEMO = False
+    for path in ("sign-in/", "check-point/alice/", "mail-inbox/alice/", "signed-in/"):
+        assert client.get("/demo/" + path).status_code == 404
+
+
+def test_pending_codes_are_bounded():
+    for number in range(sign_in.MAX_PENDING + 5):
+        sign_in.send_code(f"user{number}")
+    assert len(sign_in.pending) == sign_in.MAX_PENDING and "user0" not in sign_in.pending
+
+
+# --- demo/sign-in, a person in the loop ----------------------------------------------------
+
+
+def start_sign_in(api: httpx.Client, handle: str, **params) -> str:
+    started = api.post("/main/plugin/demo/sign-in", json={"handle": handle, **params}, headers={"X-Result-Ttl": "60"})
+    assert started.status_code == 202, started.text
+    return started.json()["job_id"]
+
+
+def human_of(api: httpx.Client, job_id: str) -> dict:
+    return wait_until(lambda: api.get(f"/jobs/{job_id}").json().get("human"), what="the checkpoint's question")
+
+
+FIELDS_JS = """() => Object.fromEntries(["code", "confirm"].map((id) => {
+    const box = document.getElementById(id).getBoundingClientRect();
+    return [id, {x: (box.left + box.width / 2) / innerWidth, y: (box.top + box.height / 2) / innerHeight}];
+}))"""
+
+
+def test_a_person_passes_the_checkpoint_through_the_live_view(api, worker, person):
+    job_id = start_sign_in(api, "carol")
+    human = human_of(api, job_id)
+    assert "/demo/mail-inbox/carol/" in human["reason"]
+    # The person reads the code in the inbox, in a browser of their own...
+    inbox = person.new_page()
+    inbox.goto(f"{worker.base_url}/demo/mail-inbox/carol/")
+    code = inbox.inner_text("#code")
+    inbox.close()
+    # The worker's page is busy with the job: where its fields are, the person
+    # sees; here, the same page at the same size in their own browser says.
+    tab = watch(person, worker, human["live_url"])
+    size = tab.evaluate("() => { const img = document.getElementById('frame'); return [img.naturalWidth, img.naturalHeight]; }")
+    twin = person.new_page(viewport={"width": size[0], "height": size[1]})
+    twin.goto(f"{worker.base_url}/demo/check-point/carol/")
+    at = twin.evaluate(FIELDS_JS)
+    twin.close()
+    # First through a view-only link: nothing typed arrives (else the code
+    # would be in the field twice below, and the checkpoint would refuse it).
+    watcher = watch(person, worker, make_link(api)["url"])
+    click_and_type(watcher, at["code"], code)
+    watcher.close()
+    wait_until(lambda: metric(api, "penelope_live_viewers") == 1, what="the view-only viewer gone")
+    # Then through the question's own link: type the code, Confirm, Done.
+    click_and_type(tab, at["code"], code)
+    box = tab.locator("#frame").bounding_box()
+    tab.mouse.click(box["x"] + at["confirm"]["x"] * box["width"], box["y"] + at["confirm"]["y"] * box["height"])
+    tab.wait_for_function("() => document.getElementById('title').textContent === 'Welcome'")
+    tab.click("#done")
+    ended = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
+    assert ended["status"] == 200, ended
+    assert ended["result"] == {"success": True, "page_id": "main", "handle": "carol", "signed_in": True, "asked_human": True}
+    tab.close()
+
+
+def test_give_up_and_no_answer_end_the_sign_in_as_the_plugin_says(api, worker, person):
+    job_id = start_sign_in(api, "dave")
+    tab = watch(person, worker, human_of(api, job_id)["live_url"])
+    tab.click("#give-up")
+    gave_up = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
+    assert gave_up["status"] == 409 and gave_up["result"]["error"] == "A person gave up the checkpoint of dave."
+    tab.close()
+    job_id = start_sign_in(api, "erin", wait_s=1)
+    timed_out = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
+    assert timed_out["status"] == 504 and "within 1 s" in timed_out["result"]["error"]
+
+
+def test_done_without_the_code_is_refused_and_a_missing_account_is_404(api, worker, person):
+    job_id = start_sign_in(api, "alice")
+    tab = watch(person, worker, human_of(api, job_id)["live_url"])
+    tab.click("#done")
+    ended = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
+    assert ended["status"] == 409 and "was not passed" in ended["result"]["error"]
+    tab.close()
+    missing = api.post("/main/plugin/demo/sign-in", json={"handle": "ghost"}, headers={"X-Result-Ttl": "60"}).json()
+    assert api.get(f"/jobs/{missing['job_id']}", params={"wait": 30}).json()["status"] == 404
