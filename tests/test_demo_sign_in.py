@@ -12,7 +12,7 @@ import pytest
 
 from demo_site import sign_in
 from harness.worker import wait_until
-from tests.support.live import click_and_type, make_link, metric, watch
+from tests.support.live import click_and_type, fields_of, make_link, metric, pass_checkpoint, read_code, watch
 
 # --- the site -----------------------------------------------------------------------------
 
@@ -85,50 +85,26 @@ def human_of(api: httpx.Client, job_id: str) -> dict:
     return wait_until(lambda: api.get(f"/jobs/{job_id}").json().get("human"), what="the checkpoint's question")
 
 
-FIELDS_JS = """() => Object.fromEntries(["code", "confirm"].map((id) => {
-    const box = document.getElementById(id).getBoundingClientRect();
-    return [id, {x: (box.left + box.width / 2) / innerWidth, y: (box.top + box.height / 2) / innerHeight}];
-}))"""
-
-
 def test_a_person_passes_the_checkpoint_through_the_live_view(api, worker, person):
     job_id = start_sign_in(api, "carol")
     human = human_of(api, job_id)
     assert "/demo/mail-inbox/carol/" in human["reason"]
-    # The person reads the code in the inbox, in a browser of their own...
-    inbox = person.new_page()
-    inbox.goto(f"{worker.base_url}/demo/mail-inbox/carol/")
-    code = inbox.inner_text("#code")
-    inbox.close()
-    # The worker's page is busy with the job: where its fields are, the person
-    # sees; here, the same page at the same size in their own browser says.
-    tab = watch(person, worker, human["live_url"])
-    size = tab.evaluate("() => { const img = document.getElementById('frame'); return [img.naturalWidth, img.naturalHeight]; }")
-    twin = person.new_page(viewport={"width": size[0], "height": size[1]})
-    twin.goto(f"{worker.base_url}/demo/check-point/carol/")
-    at = twin.evaluate(FIELDS_JS)
-    twin.close()
     # First through a view-only link: nothing typed arrives (else the code
-    # would be in the field twice below, and the checkpoint would refuse it).
-    watcher = watch(person, worker, make_link(api)["url"])
-    click_and_type(watcher, at["code"], code)
+    # would be in the field twice, and the checkpoint would refuse it).
+    code = read_code(person, worker.base_url, "carol")
+    watcher = watch(person, worker.base_url, make_link(api)["url"])
+    click_and_type(watcher, fields_of(person, watcher, f"{worker.base_url}/demo/check-point/carol/")["code"], code)
     watcher.close()
-    wait_until(lambda: metric(api, "penelope_live_viewers") == 1, what="the view-only viewer gone")
-    # Then through the question's own link: type the code, Confirm, Done.
-    click_and_type(tab, at["code"], code)
-    box = tab.locator("#frame").bounding_box()
-    tab.mouse.click(box["x"] + at["confirm"]["x"] * box["width"], box["y"] + at["confirm"]["y"] * box["height"])
-    tab.wait_for_function("() => document.getElementById('title').textContent === 'Welcome'")
-    tab.click("#done")
+    wait_until(lambda: metric(api, "penelope_live_viewers") == 0, what="the view-only viewer gone")
+    pass_checkpoint(person, worker.base_url + human["live_url"], worker.base_url, "carol")
     ended = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
     assert ended["status"] == 200, ended
     assert ended["result"] == {"success": True, "page_id": "main", "handle": "carol", "signed_in": True, "asked_human": True}
-    tab.close()
 
 
 def test_give_up_and_no_answer_end_the_sign_in_as_the_plugin_says(api, worker, person):
     job_id = start_sign_in(api, "dave")
-    tab = watch(person, worker, human_of(api, job_id)["live_url"])
+    tab = watch(person, worker.base_url, human_of(api, job_id)["live_url"])
     tab.click("#give-up")
     gave_up = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
     assert gave_up["status"] == 409 and gave_up["result"]["error"] == "A person gave up the checkpoint of dave."
@@ -140,7 +116,7 @@ def test_give_up_and_no_answer_end_the_sign_in_as_the_plugin_says(api, worker, p
 
 def test_done_without_the_code_is_refused_and_a_missing_account_is_404(api, worker, person):
     job_id = start_sign_in(api, "alice")
-    tab = watch(person, worker, human_of(api, job_id)["live_url"])
+    tab = watch(person, worker.base_url, human_of(api, job_id)["live_url"])
     tab.click("#done")
     ended = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
     assert ended["status"] == 409 and "was not passed" in ended["result"]["error"]

@@ -101,14 +101,14 @@ def test_wrong_expired_revoked_and_closed_links_answer_404_alike(api, worker):
 
 def test_frames_arrive_and_follow_the_page_and_the_screencast_stops_with_the_last_viewer(api, worker, person):
     evaluate(api, "() => { document.title = 'Before'; document.body.innerHTML = '<h1>before</h1>'; }")
-    tab = watch(person, worker, make_link(api)["url"])
+    tab = watch(person, worker.base_url, make_link(api)["url"])
     assert metric(api, "penelope_live_screencasts") == 1
     tab.wait_for_function("() => document.getElementById('title').textContent === 'Before'")
     seen = frames(tab)
     evaluate(api, "() => { document.title = 'After'; document.body.style.background = '#c33'; }")
     tab.wait_for_function("(seen) => Number(document.body.dataset.frames) > seen", arg=seen)
     tab.wait_for_function("() => document.getElementById('title').textContent === 'After'")
-    second = watch(person, worker, make_link(api)["url"])
+    second = watch(person, worker.base_url, make_link(api)["url"])
     assert metric(api, "penelope_live_screencasts") == 1 and metric(api, "penelope_live_viewers") == 2
     tab.close()
     wait_until(lambda: metric(api, "penelope_live_viewers") == 1, what="one viewer left")
@@ -121,7 +121,7 @@ def test_the_last_state_of_a_burst_of_changes_is_shown(api, worker, person):
     """Chromium drops what it draws while frames wait for their acks, which
     pace it: the still page's last state must reach the viewer anyway."""
     evaluate(api, "() => { document.body.innerHTML = ''; document.body.style.background = 'rgb(0, 0, 255)'; }")
-    tab = watch(person, worker, make_link(api)["url"])
+    tab = watch(person, worker.base_url, make_link(api)["url"])
     evaluate(api, """() => new Promise((done) => {
         let left = 40;
         const step = () => {
@@ -143,13 +143,13 @@ def test_the_last_state_of_a_burst_of_changes_is_shown(api, worker, person):
 
 def test_control_types_into_the_page_and_view_only_changes_nothing(api, worker, person):
     at = put_field(api)
-    viewer = watch(person, worker, make_link(api)["url"])
+    viewer = watch(person, worker.base_url, make_link(api)["url"])
     click_and_type(viewer, at, "seen")
     viewer.close()
     wait_until(lambda: metric(api, "penelope_live_viewers") == 0, what="the view-only viewer gone")
     # Its messages were read before its socket's end: none reached the page.
     assert evaluate(api, "() => document.getElementById('field').value") == ""
-    driver = watch(person, worker, make_link(api, control=True)["url"])
+    driver = watch(person, worker.base_url, make_link(api, control=True)["url"])
     click_and_type(driver, at, "typed by a person")
     wait_until(lambda: evaluate(api, "() => document.getElementById('field').value") == "typed by a person")
     driver.close()
@@ -210,7 +210,7 @@ def test_a_person_answers_done_and_the_job_goes_on(api, worker, person, receiver
     assert human["expires_at"] > human["asked_at"]
     listed = next(job for job in api.get("/jobs").json()["jobs"] if job["job_id"] == job_id)
     assert listed["human"] == human
-    tab = watch(person, worker, human["live_url"])
+    tab = watch(person, worker.base_url, human["live_url"])
     tab.wait_for_selector("#human.asked")
     assert tab.inner_text("#reason") == "Confirm the page, then press Done."
     tab.click("#done")
@@ -230,7 +230,7 @@ def test_a_person_answers_done_and_the_job_goes_on(api, worker, person, receiver
 
 def test_give_up_and_timeout_answer_the_plugin(api, worker, person):
     job_id = start_asking(api)
-    tab = watch(person, worker, asked(api, job_id)["human"]["live_url"])
+    tab = watch(person, worker.base_url, asked(api, job_id)["human"]["live_url"])
     tab.click("#give-up")
     assert api.get(f"/jobs/{job_id}", params={"wait": 30}).json()["result"]["answer"] == "gave_up"
     tab.close()
@@ -242,7 +242,7 @@ def test_give_up_and_timeout_answer_the_plugin(api, worker, person):
 def test_a_view_only_viewer_cannot_answer(api, worker, person):
     job_id = start_asking(api)
     asked(api, job_id)
-    tab = watch(person, worker, make_link(api)["url"])
+    tab = watch(person, worker.base_url, make_link(api)["url"])
     tab.wait_for_selector("#human.asked")  # it sees the question
     assert tab.locator("#done").count() == 0
     tab.evaluate("() => 0")  # the page cannot send it either: the socket drops what a view-only link says

@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from harness.worker import wait_until
 from tests import test_waker
 from tests.support.faults import real_chromium
+from tests.support.live import pass_checkpoint
 from tests.support.raw_socket import RawSocket
 from tests.support.waker import WakerProcess
 from tests.test_waker import IDLE_TIMEOUT_S, stop, stopped
@@ -352,3 +353,19 @@ def test_close_codes_daphne_cannot_send_end_the_clients_socket_as_1000(code, for
 @pytest.mark.parametrize(("code", "for_worker"), [(4001, 4001), (1001, 1001), (1005, 1000), (1006, 1001), (None, 1001)])
 def test_a_client_gone_without_a_code_closes_the_workers_socket_as_going_away(code, for_worker):
     assert socket_relay.code_for_worker(code) == for_worker
+
+
+def test_a_person_answers_a_plugin_through_the_waker(waker, person):
+    """The whole loop through `/w/doze/...`: demo/sign-in started through the
+    waker asks a person; its live link, prefixed with the persona's path,
+    opens the live page and its socket through the waker; the person passes
+    the checkpoint there and the job ends signed in."""
+    with waker.through("doze") as via:
+        started = via.post("/main/plugin/demo/sign-in", json={"handle": "bob"}, headers={"X-Result-Ttl": "60"})
+        assert started.status_code == 202, started.text
+        job_id = started.json()["job_id"]
+        human = wait_until(lambda: via.get(f"/jobs/{job_id}").json().get("human"), what="the checkpoint's question")
+        site = f"http://127.0.0.1:{waker.personas['doze']['port']}"  # the demo site, the person's own browser
+        pass_checkpoint(person, f"{waker.base_url}/w/doze{human['live_url']}", site, "bob")
+        ended = via.get(f"/jobs/{job_id}", params={"wait": 30}).json()
+    assert ended["status"] == 200 and ended["result"]["signed_in"] is True, ended

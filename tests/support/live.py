@@ -27,10 +27,10 @@ def evaluate(api: httpx.Client, expression: str, page: str = "main"):
     return answer.json()["value"]
 
 
-def watch(person: Browser, worker, url: str) -> Page:
+def watch(person: Browser, base_url: str, url: str) -> Page:
     """Open a live link in a new tab of the person's browser and wait for its first frame."""
     tab = person.new_page(viewport={"width": 900, "height": 700})  # not the worker's size: positions are fractions
-    tab.goto(worker.base_url + url)
+    tab.goto(url if url.startswith("http") else base_url + url)
     tab.wait_for_function("() => Number(document.body.dataset.frames) > 0")
     return tab
 
@@ -63,3 +63,45 @@ def click_and_type(tab: Page, at: dict, text: str) -> None:
     box = tab.locator("#frame").bounding_box()
     tab.mouse.click(box["x"] + at["x"] * box["width"], box["y"] + at["y"] * box["height"])
     tab.keyboard.type(text)
+
+
+# Where the checkpoint's field and button are, as fractions of the viewport.
+FIELDS_JS = """() => Object.fromEntries(["code", "confirm"].map((id) => {
+    const box = document.getElementById(id).getBoundingClientRect();
+    return [id, {x: (box.left + box.width / 2) / innerWidth, y: (box.top + box.height / 2) / innerHeight}];
+}))"""
+
+
+def read_code(person: Browser, site: str, handle: str) -> str:
+    """What a person does first: read the code in the demo inbox, in a browser of their own."""
+    inbox = person.new_page()
+    inbox.goto(f"{site}/demo/mail-inbox/{handle}/")
+    code = inbox.inner_text("#code")
+    inbox.close()
+    return code
+
+
+def fields_of(person: Browser, tab: Page, checkpoint_url: str) -> dict:
+    """The checkpoint's field and button on the worker's page, which a job
+    holds: the same page at the frame's size in the person's own browser
+    says where they are."""
+    size = tab.evaluate("() => { const img = document.getElementById('frame'); return [img.naturalWidth, img.naturalHeight]; }")
+    twin = person.new_page(viewport={"width": size[0], "height": size[1]})
+    twin.goto(checkpoint_url)
+    at = twin.evaluate(FIELDS_JS)
+    twin.close()
+    return at
+
+
+def pass_checkpoint(person: Browser, live_url: str, site: str, handle: str) -> None:
+    """Through the question's live link: type the inbox's code, Confirm, see
+    the signed-in page, press Done."""
+    code = read_code(person, site, handle)
+    tab = watch(person, site, live_url)
+    at = fields_of(person, tab, f"{site}/demo/check-point/{handle}/")
+    click_and_type(tab, at["code"], code)
+    box = tab.locator("#frame").bounding_box()
+    tab.mouse.click(box["x"] + at["confirm"]["x"] * box["width"], box["y"] + at["confirm"]["y"] * box["height"])
+    tab.wait_for_function("() => document.getElementById('title').textContent === 'Welcome'")
+    tab.click("#done")
+    tab.close()
