@@ -179,6 +179,10 @@ LIVE_MAX_VIEWERS = env_int("LIVE_MAX_VIEWERS", 4)
 LIVE_FPS = env_float("LIVE_FPS", 10)
 LIVE_JPEG_QUALITY = env_int("LIVE_JPEG_QUALITY", 70)
 LIVE_MAX_SIDE = env_int("LIVE_MAX_SIDE", 1600)
+if not (LIVE_FPS > 0 and 1 <= LIVE_JPEG_QUALITY <= 100 and LIVE_MAX_VIEWERS >= 1 and LIVE_MAX_SIDE >= 64):
+    raise ValueError(
+        "LIVE_FPS must be more than 0, LIVE_JPEG_QUALITY 1 to 100, LIVE_MAX_VIEWERS at least 1 and LIVE_MAX_SIDE at least 64."
+    )
 # Prometheus metrics at /api/v1/metrics (core/metrics.py). On by default; off,
 # every hook that counts is a no-op and the route answers 404.
 METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
