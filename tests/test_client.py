@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from harness.receiver import Receiver
@@ -539,8 +540,13 @@ def test_the_waker_and_a_persona_client_sync_and_async(waker):
         assert job.wait(10)["state"] == "done"  # polled through the waker
         assert [each["job_id"] for each in persona.jobs()] == [job.id]
         job.forget()
-        with pytest.raises(RuntimeError, match="does not carry event sockets"):
-            persona.events()
+        with persona.events(page="main") as events:  # carried by the waker
+            persona.call("main", "testing/sleep", seconds=0)
+            assert next(event for event in events if event["event"] == "page.busy")["page_id"] == "main"
+        link = persona.live_link("main")
+        assert link["url"].startswith(f"{waker.base_url}/w/cl/live/")
+        assert httpx.get(link["url"]).status_code == 200  # through the waker, without a key
+        assert persona.revoke_live_links("main") == 1
 
         asyncio.run(the_async_waker(waker))  # on the same running worker: no second start
 
@@ -565,8 +571,11 @@ async def the_async_waker(waker: WakerProcess) -> None:
             await wake.stop("cl")
         assert (await job.wait(10))["result"]["success"] is True
         await job.forget()
-        with pytest.raises(RuntimeError, match="does not carry event sockets"):
-            persona.events()
+        async with persona.events(page="main") as events:
+            await persona.call("main", "testing/sleep", seconds=0)
+            assert (await events.receive(timeout=10))["event"] == "page.busy"
+        assert (await persona.live_link("main"))["url"].startswith(f"{waker.base_url}/w/cl/live/")
+        assert await persona.revoke_live_links("main") == 1
 
 
 def test_pip_install_into_a_fresh_venv_and_one_real_call(worker, tmp_path):

@@ -31,7 +31,7 @@ from penelope_client.errors import (
 )
 from penelope_client.events import AsyncEventStream, EventStream
 from penelope_client.waker import AsyncWaker, Waker
-from penelope_client.webhooks import verify_webhook
+from penelope_client.webhooks import verify_notification, verify_webhook
 
 __version__ = "0.1.0"
 
@@ -61,5 +61,6 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Waker",
+    "verify_notification",
     "verify_webhook",
 ]

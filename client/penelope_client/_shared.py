@@ -53,12 +53,14 @@ def plugin_path(page: str, route: str) -> str:
 def job_headers(
     ttl: float | None, callback: str | None, idempotency_key: str | None, queue_timeout: float | None = None,
     priority: int | None = None, retry: int | None = None, retry_backoff: float | None = None,
+    notify_url: str | None = None,
 ) -> dict[str, str]:
     """The headers that make a plugin call a job: exactly one of a polling
     `ttl` and a webhook `callback` (without either it would run as a plain
     call); `queue_timeout` lets it wait that long for a busy page, `priority`
     (0-9) orders it among the waiting; `retry` (1-10) more attempts after a
-    transient failure, the first `retry_backoff` seconds later."""
+    transient failure, the first `retry_backoff` seconds later; `notify_url`
+    is told when its plugin asks a person (X-Notify-Url)."""
     if (ttl is None) == (callback is None):
         raise ValueError("A job is delivered one way: give ttl= (polling) or callback= (webhook), not both or neither.")
     if ttl is not None:  # plain decimals: the header takes no exponent
@@ -75,7 +77,25 @@ def job_headers(
         headers["X-Retry"] = str(retry)
     if retry_backoff is not None:
         headers["X-Retry-Backoff"] = f"{retry_backoff:f}".rstrip("0").rstrip(".")
+    if notify_url is not None:
+        headers["X-Notify-Url"] = str(notify_url)
     return headers
+
+
+def live_path(page: str) -> str:
+    return f"/{segment(page)}/live"
+
+
+def absolute_live(root: str, answer: Answer) -> Answer:
+    """A live link's answer with its `url` made absolute on the client's base:
+    through the waker, under the persona's path, where it is carried too."""
+    return {**answer, "url": root + answer["url"]}
+
+
+def human_of(root: str, job: Answer) -> Answer | None:
+    """A job's question to a person (`human`, with `live_url` absolute), or None."""
+    human = job.get("human")
+    return {**human, "live_url": root + human["live_url"]} if human else None
 
 
 def lease_header(lease_id: str | None) -> dict[str, str]:
@@ -128,10 +148,6 @@ def long_poll_timeout(wait: str) -> httpx.Timeout:
     return httpx.Timeout(float(wait) + LONG_POLL_MARGIN_S, connect=10.0)
 
 
-EVENTS_THROUGH_WAKER = (
-    "The waker does not carry event sockets: connect a client to the persona's worker itself "
-    "(its base_url in Waker.personas()) to read its events."
-)
 EVENTS_NEED_WEBSOCKETS = "events() needs the websockets package: pip install 'penelope-client[events]'."
 EVENTS_REFUSED = (
     "The worker refused the event socket: a wrong key, a malformed job or page filter, "

@@ -22,7 +22,6 @@ class AsyncPenelope:
     def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):
         self.base_url = shared.api_root(base_url)
         self.key = key
-        self.events_base: str | None = self.base_url
         self.http = httpx.AsyncClient(
             base_url=self.base_url + shared.API,
             headers=shared.authorization(key),
@@ -69,9 +68,12 @@ class AsyncPenelope:
         priority: int | None = None,
         retry: int | None = None,
         retry_backoff: float | None = None,
+        notify_url: str | None = None,
     ) -> AsyncJob:
         headers = {
-            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff),
+            **shared.job_headers(
+                ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff, notify_url
+            ),
             **shared.lease_header(lease),
         }
         started = await self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
@@ -103,6 +105,21 @@ class AsyncPenelope:
         started = await self.request("POST", f"/schedules/{shared.segment(schedule_id)}/trigger")
         return AsyncJob(self, started["job_id"], started)
 
+    async def live_link(
+        self, page: str, *, ttl: float = 900, control: bool = False, lease: str | None = None
+    ) -> Answer:
+        """A link to watch the page live (with `control`, to drive it too),
+        for `ttl` seconds: its `url` (absolute: give it to a person),
+        `expires_at` and `control`. A control link on a leased page needs the lease."""
+        answer = await self.request(
+            "POST", shared.live_path(page), json={"ttl": ttl, "control": control}, headers=shared.lease_header(lease)
+        )
+        return shared.absolute_live(self.base_url, answer)
+
+    async def revoke_live_links(self, page: str) -> int:
+        """Revoke every live link of the page now; how many there were."""
+        return (await self.request("DELETE", shared.live_path(page)))["revoked"]
+
     def job(self, job_id: str) -> AsyncJob:
         return AsyncJob(self, job_id)
 
@@ -126,9 +143,7 @@ class AsyncPenelope:
 
     def events(self, *, job: str | None = None, page: str | None = None) -> AsyncEventStream:
         """`async with client.events(job=...) as events: async for event in events: ...`."""
-        if self.events_base is None:
-            raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
-        return AsyncEventStream(shared.events_url(self.events_base, job, page), shared.authorization(self.key))
+        return AsyncEventStream(shared.events_url(self.base_url, job, page), shared.authorization(self.key))
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -188,10 +203,12 @@ class AsyncLease:
         priority: int | None = None,
         retry: int | None = None,
         retry_backoff: float | None = None,
+        notify_url: str | None = None,
     ) -> AsyncJob:
         return await self.client.start_job(
             self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
             queue_timeout=queue_timeout, priority=priority, retry=retry, retry_backoff=retry_backoff,
+            notify_url=notify_url,
         )
 
     async def _renew_until_stopped(self) -> None:
@@ -260,6 +277,12 @@ class AsyncJob:
             if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
                 await asyncio.sleep(min(backoff, max(left, 0)))
                 backoff = min(backoff * 2, most)
+
+    async def human(self) -> Answer | None:
+        """What its plugin asks a person, while it waits for one: `reason`,
+        `live_url` (absolute: a control link made for the question),
+        `asked_at`, `expires_at`; None when it asks nothing now."""
+        return shared.human_of(self.client.base_url, await self.poll())
 
     async def rerun(self) -> AsyncJob:
         """Start this ended job's request again (its route, page, parameters

@@ -26,8 +26,6 @@ class Penelope:
     def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):
         self.base_url = shared.api_root(base_url)
         self.key = key
-        # Where `events()` connects; None where there is no socket (through the waker).
-        self.events_base: str | None = self.base_url
         self.http = httpx.Client(
             base_url=self.base_url + shared.API,
             headers=shared.authorization(key),
@@ -76,11 +74,14 @@ class Penelope:
         priority: int | None = None,
         retry: int | None = None,
         retry_backoff: float | None = None,
+        notify_url: str | None = None,
     ) -> Job:
         """Start a plugin action as a job: held `ttl` seconds after it ends for
         polling, or POSTed to `callback` when it ends (one of the two)."""
         headers = {
-            **shared.job_headers(ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff),
+            **shared.job_headers(
+                ttl, callback, idempotency_key, queue_timeout, priority, retry, retry_backoff, notify_url
+            ),
             **shared.lease_header(lease),
         }
         started = self.request("POST", shared.plugin_path(page, route), json=params or {}, headers=headers)
@@ -112,6 +113,21 @@ class Penelope:
         started = self.request("POST", f"/schedules/{shared.segment(schedule_id)}/trigger")
         return Job(self, started["job_id"], started)
 
+    def live_link(
+        self, page: str, *, ttl: float = 900, control: bool = False, lease: str | None = None
+    ) -> Answer:
+        """A link to watch the page live (with `control`, to drive it too),
+        for `ttl` seconds: its `url` (absolute: give it to a person),
+        `expires_at` and `control`. A control link on a leased page needs the lease."""
+        answer = self.request(
+            "POST", shared.live_path(page), json={"ttl": ttl, "control": control}, headers=shared.lease_header(lease)
+        )
+        return shared.absolute_live(self.base_url, answer)
+
+    def revoke_live_links(self, page: str) -> int:
+        """Revoke every live link of the page now; how many there were."""
+        return (self.request("DELETE", shared.live_path(page)))["revoked"]
+
     def job(self, job_id: str) -> Job:
         """A job known by its id (started earlier, or by another client)."""
         return Job(self, job_id)
@@ -138,9 +154,7 @@ class Penelope:
     def events(self, *, job: str | None = None, page: str | None = None) -> EventStream:
         """The live event stream, only one job's events or one page's if asked:
         `with client.events(page="main") as events: for event in events: ...`."""
-        if self.events_base is None:
-            raise RuntimeError(shared.EVENTS_THROUGH_WAKER)
-        return EventStream(shared.events_url(self.events_base, job, page), shared.authorization(self.key))
+        return EventStream(shared.events_url(self.base_url, job, page), shared.authorization(self.key))
 
     def close(self) -> None:
         self.http.close()
@@ -204,10 +218,12 @@ class Lease:
         priority: int | None = None,
         retry: int | None = None,
         retry_backoff: float | None = None,
+        notify_url: str | None = None,
     ) -> Job:
         return self.client.start_job(
             self.page_id, route, params, ttl=ttl, callback=callback, idempotency_key=idempotency_key, lease=self.id,
             queue_timeout=queue_timeout, priority=priority, retry=retry, retry_backoff=retry_backoff,
+            notify_url=notify_url,
         )
 
     def _renew_until_stopped(self) -> None:
@@ -281,6 +297,12 @@ class Job:
             if shared.answered_early(asked, wait):  # no place for a long-poll (or none offered): back off
                 time.sleep(min(backoff, max(left, 0)))
                 backoff = min(backoff * 2, most)
+
+    def human(self) -> Answer | None:
+        """What its plugin asks a person, while it waits for one: `reason`,
+        `live_url` (absolute: a control link made for the question),
+        `asked_at`, `expires_at`; None when it asks nothing now."""
+        return shared.human_of(self.client.base_url, self.poll())
 
     def rerun(self) -> Job:
         """Start this ended job's request again (its route, page, parameters

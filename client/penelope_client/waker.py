@@ -50,10 +50,9 @@ class Waker:
 
     def persona(self, name: str, key: str | None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S) -> Penelope:
         """A client of the persona's worker through the waker, which starts the
-        worker when a call needs it. `key` is the persona's key, not the waker's."""
-        client = Penelope(_persona_root(self.base_url, name), key, timeout=timeout)
-        client.events_base = None
-        return client
+        worker when a call needs it. `key` is the persona's key, not the waker's.
+        Its events and live links go through the waker too."""
+        return Penelope(_persona_root(self.base_url, name), key, timeout=timeout)
 
     def close(self) -> None:
         self.http.close()
@@ -92,9 +91,7 @@ class AsyncWaker:
         return await self.request("POST", f"/personas/{shared.segment(name)}/stop", json={"force": force})
 
     def persona(self, name: str, key: str | None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S) -> AsyncPenelope:
-        client = AsyncPenelope(_persona_root(self.base_url, name), key, timeout=timeout)
-        client.events_base = None
-        return client
+        return AsyncPenelope(_persona_root(self.base_url, name), key, timeout=timeout)
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -1,4 +1,5 @@
-"""Checking a webhook delivery's signatures, standard library only.
+"""Checking a webhook delivery's signatures (and a `job.needs_human`
+notification's, signed the same way), standard library only.
 
 Every delivery carries two: the guide's `X-Penelope-Signature` (the hex
 HMAC-SHA256 of the body keyed with the API key) and Standard Webhooks'
@@ -50,6 +51,24 @@ def verify_webhook(
         secrets = secret.split() if isinstance(secret, str) else list(secret)
         _check_standard_signature(raw, found, secrets, tolerance_s)
     return json.loads(raw)
+
+
+def verify_notification(
+    body: bytes | str,
+    headers: Mapping[str, str],
+    *,
+    key: str | None = None,
+    secret: str | Iterable[str] | None = None,
+    tolerance_s: float = TOLERANCE_S,
+) -> Any:
+    """The job of a `job.needs_human` notification (X-Notify-Url), as its poll
+    showed it with its `human`, once the signatures check out (as
+    `verify_webhook` checks them); InvalidSignature otherwise, and for a
+    signed message of another type."""
+    message = verify_webhook(body, headers, key=key, secret=secret, tolerance_s=tolerance_s)
+    if not isinstance(message, dict) or message.get("type") != "job.needs_human" or not isinstance(message.get("data"), dict):
+        raise InvalidSignature("This is no job.needs_human notification.")
+    return message["data"]
 
 
 def _check_penelope_signature(raw: bytes, headers: dict[str, str], key: str) -> None:
