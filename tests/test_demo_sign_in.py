@@ -40,7 +40,8 @@ def test_a_sign_in_stops_at_a_checkpoint_whose_code_is_in_the_inbox(client):
     assert wrong.status_code == 403 and "That code is not right." in wrong.content.decode()
     passed = client.post("/demo/check-point/alice/", {"code": code})  # still good after one wrong try
     assert passed.status_code == 303 and passed["Location"] == "/demo/signed-in/"
-    assert passed.cookies["demo_signed_in"].value == "alice" and passed.cookies["demo_signed_in"]["httponly"]
+    cookie = passed.cookies["demo_signed_in"]
+    assert cookie.value == "alice" and cookie["httponly"] and cookie["path"] == "/demo/" and cookie["samesite"] == "Lax"
     home = client.get("/demo/signed-in/").content.decode()
     assert 'data-demo-page="signed-in"' in home and "Signed in as @alice" in home
     assert client.post("/demo/check-point/alice/", {"code": code}).status_code == 404  # used up
@@ -55,6 +56,20 @@ def test_five_wrong_codes_drop_it_and_a_missing_account_gets_none(client):
         client.post("/demo/check-point/bob/", {"code": "000000" if code != "000000" else "111111"})
     assert client.post("/demo/check-point/bob/", {"code": code}).status_code == 404
     assert "Sign in again" in client.get("/demo/check-point/bob/").content.decode()
+
+
+def test_the_fifth_wrong_code_says_to_sign_in_again_and_an_old_code_expires(client, monkeypatch):
+    client.post("/demo/sign-in/", {"handle": "carol"})
+    code = code_of(client.get("/demo/mail-inbox/carol/"))
+    wrong = "000000" if code != "000000" else "111111"
+    for _ in range(sign_in.MAX_TRIES - 1):
+        assert "That code is not right." in client.post("/demo/check-point/carol/", {"code": wrong}).content.decode()
+    fifth = client.post("/demo/check-point/carol/", {"code": wrong}).content.decode()
+    assert "Sign in again" in fifth and 'name="code"' not in fifth
+    monkeypatch.setattr(sign_in, "CODE_TTL_S", -1)  # every code sent now is already past its ten minutes
+    client.post("/demo/sign-in/", {"handle": "carol"})
+    assert "No code yet" in client.get("/demo/mail-inbox/carol/").content.decode()
+    assert client.post("/demo/check-point/carol/", {"code": "123456"}).status_code == 404
 
 
 def test_only_the_forms_take_posts_and_the_setting_turns_them_off(client, settings):
