@@ -272,3 +272,21 @@ def test_a_plain_call_cannot_ask_and_notify_urls_are_checked(api):
         refused = api.post("/main/plugin/testing/ask", json={}, headers=headers)
         assert refused.status_code == 400 and "X-Notify-Url" in refused.json()["error"]
     assert not [job for job in api.get("/jobs").json()["jobs"] if job["state"] == "running"]
+
+
+def test_the_question_is_an_event(api, worker):
+    events_url = worker.base_url.replace("http", "ws") + "/api/v1/events?page=main"
+    with connect(events_url, additional_headers={"Authorization": f"Bearer {worker.key}"}) as events:
+        job_id = start_asking(api, reason="An event says so.")
+        seen = []
+        while "job.needs_human" not in seen:
+            event = json.loads(events.recv(timeout=10))
+            seen.append(event["event"])
+        assert event["job_id"] == job_id and event["job"]["human"]["reason"] == "An event says so."
+        assert event["job"]["human"]["live_url"].startswith("/live/")
+        api.post(f"/jobs/{job_id}/cancel")
+        while event["event"] != "job.ended":
+            event = json.loads(events.recv(timeout=10))
+            if event["event"] == "job.progress":
+                assert "human" not in event["job"]  # the question ended with the cancel
+    assert event["job"]["state"] == "cancelled"
