@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -21,10 +22,12 @@ sys.path.insert(0, str(ROOT / "client"))
 
 from penelope_client import (  # noqa: E402
     AsyncPenelope,
+    Busy,
     InvalidSignature,
     Leased,
     NotFound,
     Penelope,
+    QueueFull,
     Refused,
     verify_notification,
 )
@@ -45,6 +48,7 @@ def receiver() -> Iterator[Receiver]:
 def test_live_links_are_made_absolute_used_and_revoked(worker, client):
     link = client.live_link("main", ttl=120, control=True)
     assert link["url"].startswith(f"{worker.base_url}/live/") and link["control"] is True and link["page_id"] == "main"
+    assert 110 < link["expires_at"] - time.time() <= 120  # the ttl sent, not the default 900
     assert httpx.get(link["url"]).status_code == 200
     assert client.live_link("main")["control"] is False
     assert client.revoke_live_links("main") == 2
@@ -58,7 +62,19 @@ def test_live_links_are_made_absolute_used_and_revoked(worker, client):
         with pytest.raises(Leased):
             client.live_link("main", control=True)
         assert client.live_link("main", control=True, lease=lease.id)["control"] is True
-    client.revoke_live_links("main")
+        assert lease.live_link(control=True)["control"] is True  # the Lease sends its X-Lease
+    assert client.revoke_live_links("main") == 2
+
+
+def test_a_page_full_of_links_and_a_plain_call_that_asks(client):
+    urls = {client.live_link("main", ttl=60)["url"] for _ in range(64)}  # MAX_LINKS_PER_PAGE
+    assert len(urls) == 64
+    with pytest.raises(QueueFull) as full:
+        client.live_link("main")
+    assert full.value.status == 429 and full.value.retry_after is None and "revoke" in full.value.error
+    assert client.revoke_live_links("main") == 64
+    with pytest.raises(Busy, match="start it as a job"):  # only a job can ask a person
+        client.call("main", "testing/ask", reason="Anyone?")
 
 
 def test_a_job_shows_its_question_and_the_notification_checks_out(worker, client, receiver):
@@ -89,6 +105,9 @@ def test_the_async_twin_makes_links_and_reads_the_question(worker):
         async with AsyncPenelope(worker.base_url, worker.key, timeout=60) as client:
             link = await client.live_link("main", ttl=60)
             assert link["url"].startswith(f"{worker.base_url}/live/")
+            assert await client.revoke_live_links("main") == 1
+            async with client.lease("main", ttl=30) as lease:
+                assert (await lease.live_link(control=True, ttl=30))["control"] is True
             assert await client.revoke_live_links("main") == 1
             job = await client.start_job("main", "testing/ask", {"wait_s": 0.5}, ttl=30)
             assert (await job.wait(30))["result"]["answer"] == "timeout"

@@ -211,6 +211,9 @@ class AsyncLease:
             notify_url=notify_url,
         )
 
+    async def live_link(self, *, ttl: float = 900, control: bool = False) -> Answer:
+        return await self.client.live_link(self.page_id, ttl=ttl, control=control, lease=self.id)
+
     async def _renew_until_stopped(self) -> None:
         while True:
             await asyncio.sleep(self.ttl * shared.RENEW_FRACTION)

@@ -226,6 +226,11 @@ class Lease:
             notify_url=notify_url,
         )
 
+    def live_link(self, *, ttl: float = 900, control: bool = False) -> Answer:
+        """A live link to the lease's page, made under the lease (a control
+        link on a leased page needs it): see `Penelope.live_link`."""
+        return self.client.live_link(self.page_id, ttl=ttl, control=control, lease=self.id)
+
     def _renew_until_stopped(self) -> None:
         while not self._stop.wait(self.ttl * shared.RENEW_FRACTION):
             try:

@@ -48,12 +48,14 @@ class Timeout(PenelopeError):
 
 class Busy(PenelopeError):
     """409: the page is busy or runs a job; a job still runs (or already ended,
-    for a cancel); a persona has work in flight (a stop)."""
+    for a cancel); a persona has work in flight (a stop); a plain call whose
+    plugin asks a person (only a job can ask)."""
 
 
 class QueueFull(PenelopeError):
     """429: the page's queue is full (QUEUE_MAX); `retry_after` is the worker's
-    estimate, in seconds, of when there is room."""
+    estimate, in seconds, of when there is room. Also a live link refused: the
+    page holds as many as it may (MAX_LINKS_PER_PAGE), `retry_after` None."""
 
     retry_after: float | None = None
 
