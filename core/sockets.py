@@ -27,7 +27,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from core import events
-from core.auth import authorization_matches
+from core.auth import READ, authorization_matches, key_role
 from core.tasks import spawn
 from core.writable import Writable
 
@@ -49,6 +49,8 @@ class EventStream(AsyncWebsocketConsumer):
             await self.close()
             return
         self.job_filter, self.page_filter = filters
+        # A read key's socket never carries a question's live link: it lets its holder act.
+        self.reads_only = key_role(authorization) == READ
         events.watchers.sockets += 1
         self.counted = True
         self.queue: deque[str] = deque()
@@ -77,6 +79,8 @@ class EventStream(AsyncWebsocketConsumer):
             return
         if self.page_filter is not None and message["page_id"] != self.page_filter:
             return
+        if self.reads_only and '"live_url"' in text:
+            text = without_live_url(text)
         if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
             self.queue.popleft()
             self.dropped += 1
@@ -105,3 +109,12 @@ class EventStream(AsyncWebsocketConsumer):
         events.watchers.sockets -= 1
         self.sender.cancel()
         await self.channel_layer.group_discard(events.GROUP, self.channel_name)
+
+
+def without_live_url(text: str) -> str:
+    """An event as a read key's socket sends it: its job's question without its link."""
+    event = json.loads(text)
+    human = (event.get("job") or {}).get("human")
+    if isinstance(human, dict):
+        human.pop("live_url", None)
+    return json.dumps(event)

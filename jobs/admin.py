@@ -7,6 +7,7 @@ import time
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -62,6 +63,8 @@ class JobAdmin(ReadOnlyAdmin):
         )
 
     def open_live_view(self, request: HttpRequest, job_id: str) -> HttpResponse:
+        if not self.has_view_permission(request):  # a control link acts as the persona: staff alone is not enough
+            raise PermissionDenied
         job = get_object_or_404(Job, pk=job_id)
         url = async_to_sync(operator_link)(job.page_id) if job.state == Job.State.RUNNING else None
         if url is None:

@@ -30,7 +30,11 @@ class Progress(serializers.Serializer):
 class Human(serializers.Serializer):
     reason = serializers.CharField(help_text="What the plugin asks the person to do, in its own words.")
     live_url = serializers.CharField(
-        help_text="`/live/<token>` on the worker: a control link to the page, made for this question and revoked when it ends."
+        required=False,
+        help_text=(
+            "`/live/<token>` on the worker: a control link to the page, made for this question and revoked when it "
+            "ends. Not shown to a read key."
+        ),
     )
     asked_at = serializers.FloatField(help_text="Epoch seconds.")
     expires_at = serializers.FloatField(help_text="Epoch seconds: the plugin goes on without an answer then.")
@@ -140,6 +144,9 @@ class JobAt:
 
     job: Job
     now: float
+    # Whether whoever reads it may act (a full key): a question's live link
+    # lets its holder act, so a read key's answers leave it out.
+    acts: bool = True
     success = True
 
     @property
@@ -210,7 +217,10 @@ class JobAt:
 
     @property
     def human(self) -> dict[str, Any] | None:
-        return getattr(self.job, "human", None) if not self.job.ended else None
+        human = getattr(self.job, "human", None) if not self.job.ended else None
+        if human is not None and not self.acts:
+            human = {name: value for name, value in human.items() if name != "live_url"}
+        return human
 
     @property
     def rerun_of(self) -> str | None:

@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 
 from browser.pages import PAGE_ID_PATTERN
+from core.auth import READ
 from core.errors import NoSuchJob
 from core.rest import ApiView, answer, validated
 from core.schema import operation, x_lease
@@ -79,7 +80,7 @@ class JobDetail(ApiView):
         job = await (self.runner.poll(job_id) if wait_s is None else self.runner.wait(job_id, wait_s))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
-        return answer(JobPoll, JobAt(job, time.time()))
+        return answer(JobPoll, JobAt(job, time.time(), acts=request.user.role != READ))
 
     @extend_schema(
         **operation(
@@ -139,7 +140,7 @@ class JobRerun(ApiView):
             summary="Start an ended job again",
             description=(
                 "Starts a new job with the ended job's route, page (or `any`), parameters and job headers "
-                "(X-Result-Ttl or X-Callback-Url, X-Queue-Timeout, X-Priority, X-Retry, X-Retry-Backoff; not its "
+                "(X-Result-Ttl or X-Callback-Url, X-Queue-Timeout, X-Priority, X-Retry, X-Retry-Backoff, X-Notify-Url; not its "
                 "Idempotency-Key), exactly as a client's start would: its page busy answers 409 (or it queues, "
                 "with X-Queue-Timeout), MAX_JOBS 503. The ended job must still be held. Send X-Lease to run on a "
                 "page leased to you."
@@ -214,5 +215,5 @@ class JobListView(ApiView):
             query["schedule_id"] = query.pop("schedule")
         jobs, next_after = await self.runner.jobs(**query, after=after)
         now = time.time()
-        body = {"success": True, "page_id": None, "jobs": [JobAt(job, now) for job in jobs], "next": encode_cursor(next_after)}
+        body = {"success": True, "page_id": None, "jobs": [JobAt(job, now, acts=request.user.role != READ) for job in jobs], "next": encode_cursor(next_after)}
         return answer(JobList, body)

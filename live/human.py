@@ -57,6 +57,9 @@ def answer(page: ManagedPage, given: str) -> bool:
     question = question_of(page)
     if question is None or question.answer.done() or given not in ANSWERS:
         return False
+    cast = casts.watching(page)
+    if cast is not None:  # before its link goes: the person sees their answer taken, not a dead link
+        cast.tell({"answered": given})
     question.answer.set_result(given)
     return True
 
@@ -71,10 +74,7 @@ async def ask(page: ManagedPage, reason: str, timeout_s: float, on_asked: Any) -
     of the question and of its end. Answers "done", "gave_up" or "timeout"."""
     if question_of(page) is not None:
         raise RuntimeError("this page's job already waits for a person")
-    made = links.create(page, ttl=timeout_s, control=True)
-    if made is None:
-        raise RuntimeError("the page holds too many live links to make one more")
-    token, link = made
+    token, link = links.create(page, ttl=timeout_s, control=True, question=True)
     now = time.time()
     question = Question(reason=reason[:MAX_REASON], asked_at=now, expires_at=now + timeout_s, live_url=f"/live/{token}")
     asking[id(page)] = (page, question)

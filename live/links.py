@@ -38,6 +38,9 @@ class Link:
     page: ManagedPage
     expires_at: float  # epoch seconds
     control: bool
+    # A question's own link (live/human.py): it ends with its question, not
+    # with a DELETE of the page's links, and does not count against their cap.
+    question: bool = False
     revoked: bool = False
     # Called once when the link is revoked (its open sockets close).
     on_revoke: list[Callable[[], None]] = field(default_factory=list)
@@ -59,14 +62,17 @@ class Links:
     def __init__(self) -> None:
         self.by_digest: dict[str, Link] = {}
 
-    def create(self, page: ManagedPage, *, ttl: float, control: bool) -> tuple[str, Link] | None:
+    def create(
+        self, page: ManagedPage, *, ttl: float, control: bool, question: bool = False
+    ) -> tuple[str, Link] | None:
         """A new link's token and the link; None when the page already holds
-        MAX_LINKS_PER_PAGE usable links."""
+        MAX_LINKS_PER_PAGE usable links (a question's link is always made)."""
         self.prune()
-        if sum(1 for link in self.by_digest.values() if link.page is page) >= MAX_LINKS_PER_PAGE:
+        held = sum(1 for link in self.by_digest.values() if link.page is page and not link.question)
+        if held >= MAX_LINKS_PER_PAGE and not question:
             return None
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        link = Link(page=page, expires_at=time.time() + ttl, control=control)
+        link = Link(page=page, expires_at=time.time() + ttl, control=control, question=question)
         self.by_digest[digest(token)] = link
         return token, link
 
@@ -85,8 +91,11 @@ class Links:
             callback()
 
     def revoke_page(self, page_id: str) -> int:
-        """Revoke every link of the page now open under `page_id`; how many."""
-        revoked = [link for link in self.by_digest.values() if link.page_id == page_id and not link.revoked]
+        """Revoke every link of the page now open under `page_id` but a
+        waiting question's (a cancel of its job ends that one); how many."""
+        revoked = [
+            link for link in self.by_digest.values() if link.page_id == page_id and not link.revoked and not link.question
+        ]
         for link in revoked:
             self.revoke(link)
         return len(revoked)

@@ -45,6 +45,9 @@ log = logging.getLogger("penelope.live")
 META_EVERY_S = 1.0
 
 
+TAB_GONE = 4012  # the close code that sends a viewer back for the page's next tab
+
+
 class NoTab(Exception):
     """The page has no tab to show now (it crashed, or the browser is being
     launched again): a viewer tries again shortly."""
@@ -71,6 +74,7 @@ class PageCast:
         # The last frame's page size in CSS pixels, for placing input.
         self.width = 0.0
         self.height = 0.0
+        self.scroll = (0.0, 0.0)
         self.frames = 0
         # The newest frame (base64 as it came, decoded once it is handed on),
         # and the pacing of the hand-on: when it last ran, and its timer.
@@ -95,7 +99,8 @@ class PageCast:
             if self.cdp is None:
                 if self.starting is None:
                     self.starting = spawn(self._start(), about=f"the screencast of page {self.page.name}")
-                await asyncio.shield(self.starting)
+                if not await asyncio.shield(self.starting):
+                    raise NoTab()
         except BaseException:
             self.watchers.discard(watcher)
             if not self.watchers:
@@ -117,11 +122,13 @@ class PageCast:
 
     # --- the cast ----------------------------------------------------------------------
 
-    async def _start(self) -> None:
+    async def _start(self) -> bool:
+        """Start the cast on the page's tab; False when it has none to show."""
         tab = self.page.tab
         if tab is None or tab.is_closed() or self.page.crashed:
             self.starting = None
-            raise NoTab()
+            return False
+        cdp = None
         try:
             cdp = await tab.context.new_cdp_session(tab)
             cdp.on("Page.screencastFrame", self._frame)
@@ -135,11 +142,17 @@ class PageCast:
         except PlaywrightError as error:
             self.starting = None
             log.info("page %s: no screencast (%s)", self.page.name, error.message)
-            raise NoTab() from None
+            self.tab, self.cdp = tab, cdp
+            await self.stop()
+            return False
         self.tab, self.cdp = tab, cdp
         self.starting = None
+        if not self.watchers:  # its only viewer went while it started
+            await self.stop()
+            return False
         await self._read_meta()
         self.meta_reader = spawn(self._keep_meta(cdp), about=f"reading page {self.page.name}'s address and title")
+        return True
 
     async def stop(self) -> None:
         cdp, tab, self.cdp, self.tab = self.cdp, self.tab, None, None
@@ -157,16 +170,21 @@ class PageCast:
             return
         try:
             await cdp.send("Page.stopScreencast")
+        except PlaywrightError:
+            pass  # the tab went first, or the cast never started
+        try:
             await cdp.detach()
         except PlaywrightError:
             pass  # the tab went first
 
     def _tab_gone(self, *_: Any) -> None:
-        """The tab closed or crashed: its viewers are told to come back for
-        the page's next tab (close code 1012, "service restart")."""
+        """The tab closed or crashed: the cast ends, and its viewers are told
+        to come back (close code 4012) for the page's next tab, on a new cast."""
         log.info("page %s: its tab went under %d viewer(s)", self.page.name, len(self.watchers))
+        self.on_idle(self)
+        spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
         for watcher in list(self.watchers):
-            watcher.ended(1012)
+            watcher.ended(TAB_GONE)
 
     def _frame(self, params: dict[str, Any]) -> None:
         cdp = self.cdp
@@ -175,6 +193,7 @@ class PageCast:
         metadata = params.get("metadata") or {}
         self.width = float(metadata.get("deviceWidth") or self.width)
         self.height = float(metadata.get("deviceHeight") or self.height)
+        self.scroll = (float(metadata.get("scrollOffsetX") or 0), float(metadata.get("scrollOffsetY") or 0))
         self.frames += 1
         self.last_frame = params["data"]
         if self.handing is None:
@@ -211,12 +230,16 @@ class PageCast:
             spawn(self._screenshot(cdp), about=f"the still frame of page {self.page.name}")
 
     async def _screenshot(self, cdp: CDPSession) -> None:
+        shot_params: dict[str, Any] = {"format": "jpeg", "quality": settings.LIVE_JPEG_QUALITY, "optimizeForSpeed": True}
+        if self.width and self.height:  # no larger than the frames: LIVE_MAX_SIDE
+            scale = min(1.0, settings.LIVE_MAX_SIDE / max(self.width, self.height))
+            # The clip is on the document: the viewport is where the page is scrolled to.
+            x, y = self.scroll
+            shot_params["clip"] = {"x": x, "y": y, "width": self.width, "height": self.height, "scale": scale}
         try:
-            shot = await cdp.send(
-                "Page.captureScreenshot",
-                {"format": "jpeg", "quality": settings.LIVE_JPEG_QUALITY, "optimizeForSpeed": True},
-            )
+            shot = await cdp.send("Page.captureScreenshot", shot_params)
         except PlaywrightError:
+            self.unsettled = False  # the tab went, or cannot be shot: the next burst tries again
             return
         if cdp is self.cdp and self.settling is None:  # no frame came meanwhile
             self.unsettled = False

@@ -5,8 +5,8 @@ refusal is a close code the live page can read (a browser cannot read a
 refused handshake's status): 4404 for a token that is unknown, expired,
 revoked or whose page closed (not told apart), also when a link expires or
 is revoked under an open socket; 4429 past LIVE_MAX_VIEWERS viewers of the
-page; 1013 while the page has no tab to show, and 1012 when its tab went
-(the page tries again).
+page; 4013 while the page has no tab to show, and 4012 when its tab went
+(the live page tries again a second later).
 
 From the worker: binary messages are JPEG frames (the newest only, when
 the connection takes more: live/screencast.py), text messages JSON objects
@@ -43,11 +43,16 @@ from live.screencast import NoTab, PageCast, Watcher, casts
 
 log = logging.getLogger("penelope.live")
 
-GONE, TOO_MANY, TRY_AGAIN = 4404, 4429, 1013
+# Close codes (daphne sends 1000 and 3000 to 4999 only): the link is no
+# good; too many viewers; no tab to show now, or the tab went (both: the
+# live page comes back a second later).
+GONE, TOO_MANY, TRY_AGAIN = 4404, 4429, 4013
 MAX_MESSAGE = 64 * 1024  # characters of one message from a viewer
 MAX_TEXT = 10_000  # characters of one paste
 MAX_METAS = 32  # changes queued for a viewer before the oldest are dropped
-BUTTONS = {"left", "middle", "right"}
+# The middle button (and a modified click) would open a link in a new tab,
+# which nothing would show or close: only left and right clicks pass.
+BUTTONS = {"left": 1, "right": 2}
 MOUSE_TYPES = {"down": "mousePressed", "up": "mouseReleased", "move": "mouseMoved"}
 
 
@@ -66,21 +71,24 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         if len(cast.watchers) >= settings.LIVE_MAX_VIEWERS:
             await self.close(TOO_MANY)
             return
-        self.link, self.latest, self.fresh = link, None, asyncio.Event()
+        self.latest, self.fresh = None, asyncio.Event()
         self.metas: deque[dict[str, Any]] = deque(maxlen=MAX_METAS)
-        tracker.requests_in_flight += 1
-        self.counted = True
-        link.on_revoke.append(self._revoked)
-        self.expiry = asyncio.get_running_loop().call_later(max(0.0, link.expires_at - time.time()), self._revoked)
         self.meta({"control": link.control, "human": human.shown_to_viewers(link.page), "expires_at": round(link.expires_at, 3)})
-        self.writable = Writable.of(self.base_send)
-        self.sender = spawn(self._send_loop(), about="a live viewer")
         try:
             await cast.join(self)
         except NoTab:
             await self.close(TRY_AGAIN)
             return
-        self.cast = cast
+        # A viewer from here on: counted, closed with its link, fed by its sender.
+        self.link, self.cast = link, cast
+        tracker.requests_in_flight += 1
+        self.counted = True
+        link.on_revoke.append(self._revoked)
+        self.expiry = asyncio.get_running_loop().call_later(max(0.0, link.expires_at - time.time()), self._revoked)
+        self.writable = Writable.of(self.base_send)
+        self.sender = spawn(self._send_loop(), about="a live viewer")
+        if not link.usable():  # revoked or expired while the screencast started
+            self._revoked()
 
     # --- from the page (live/screencast.py calls these on the loop) -------------------------
 
@@ -145,13 +153,22 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
             event.update(type="mouseWheel", deltaX=dx, deltaY=dy)
         else:
             kind = MOUSE_TYPES.get(message.get("action"))
+            held = message.get("buttons")
+            held = held & 3 if isinstance(held, int) and not isinstance(held, bool) else 0
             if kind is None:
                 return
-            button = message.get("button") if message.get("button") in BUTTONS else "left"
-            clicks = message.get("clicks")
-            event.update(type=kind, button=button if kind != "mouseMoved" else "none")
-            if kind != "mouseMoved":
-                event["clickCount"] = clicks if isinstance(clicks, int) and 1 <= clicks <= 3 else 1
+            if kind == "mouseMoved":  # a drag carries the buttons held down
+                pressed = next((name for name, bit in BUTTONS.items() if held & bit), "none")
+                event.update(type=kind, button=pressed, buttons=held)
+            else:
+                button = message.get("button")
+                if button not in BUTTONS:
+                    return
+                clicks = message.get("clicks")
+                event.update(
+                    type=kind, button=button, buttons=held, modifiers=0,
+                    clickCount=clicks if isinstance(clicks, int) and 1 <= clicks <= 3 else 1,
+                )
         await cast.dispatch("Input.dispatchMouseEvent", event)
 
     async def _key(self, cast: PageCast, message: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from playwright.async_api import Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
 from core.shapes import Text
@@ -128,6 +129,10 @@ async def get_following(page: Page, params: dict[str, Any], ctx: Context) -> dic
     return {"handle": handle, "following": following, "count": len(following), "total": shown["total"]}
 
 
+# How long a Confirm pressed just before Done may take to land.
+CONFIRM_WAIT_MS = 5_000
+
+
 class SignInParams(HandleParams):
     wait_s = serializers.IntegerField(
         min_value=1, max_value=3600, default=600, help_text="Seconds a person has to pass the checkpoint."
@@ -165,7 +170,10 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
             raise PluginError(409, f"A person gave up the checkpoint of {handle}.", retry=False)
         if answer == "timeout":
             raise PluginError(504, f"No one passed the checkpoint of {handle} within {wait_s} s.", retry=False)
-        await page.wait_for_load_state("domcontentloaded")  # the person's Confirm may still be loading
+        try:  # the person's Confirm may still be on its way
+            await page.wait_for_url("**/demo/signed-in/", wait_until="domcontentloaded", timeout=CONFIRM_WAIT_MS)
+        except PlaywrightTimeoutError:
+            pass  # not signed in: the page says what it shows instead
         shown = await page.evaluate(READ_PAGE_JS)
     if shown["kind"] != "signed-in":
         raise PluginError(409, f"The checkpoint of {handle} was not passed: the page shows {shown['kind']}.", retry=False)

@@ -199,10 +199,18 @@ class Context:
         from browser.registry import registry
         from live import human
 
+        if self.media_holder is not None and self.media_held_until is not None:
+            # The files stored so far, and those to come, are held as much longer as the person may take.
+            from core.db_thread import persist
+            from media_store import store
+
+            self.media_held_until += timeout_s
+            await persist(store.expire, self.media_holder, until=self.media_held_until, what="a job's files' hold")
         loop = asyncio.get_running_loop()
         deadline = self._deadline
-        left = deadline.when() - loop.time() if deadline is not None and deadline.when() is not None else None
-        if left is not None:
+        left = None
+        if deadline is not None and deadline.when() is not None and not deadline.expired():
+            left = deadline.when() - loop.time()
             deadline.reschedule(None)  # a person's time is not the action's
         try:
             return await human.ask(registry.get(self.page_id), reason, timeout_s, self.on_human)

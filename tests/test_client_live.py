@@ -30,6 +30,7 @@ from penelope_client import (  # noqa: E402
     QueueFull,
     Refused,
     verify_notification,
+    verify_webhook,
 )
 
 
@@ -88,6 +89,8 @@ def test_a_job_shows_its_question_and_the_notification_checks_out(worker, client
     secret = (worker.store / "webhook_secret").read_text().strip()
     shown = verify_notification(note.body, note.headers, key=worker.key, secret=secret)
     assert shown["job_id"] == job.id and shown["human"]["reason"] == "Press Done."
+    with pytest.raises(InvalidSignature, match="not a job's end"):  # a job-end receiver cannot take it for one
+        verify_webhook(note.body, note.headers, secret=secret)
     with pytest.raises(InvalidSignature):
         verify_notification(note.body.replace(b"Press Done", b"Press Dane"), note.headers, secret=secret)
     other = json.dumps({"type": "job.ended", "data": shown}).encode()

@@ -21,12 +21,14 @@ from harness.worker import wait_until
 from tests.conftest import worker_env
 from tests.support.live import click_and_type, evaluate, frames, make_link, metric, put_field, socket_close_code, watch
 
+READ_KEY = "read-only-key-0123456789abcdefghij"
+
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory):
     from harness.worker import WorkerProcess
 
-    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(LIVE_MAX_VIEWERS="2")).start()
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(LIVE_MAX_VIEWERS="2", PENELOPE_READ_KEYS=READ_KEY)).start()
     yield running
     running.stop()
 
@@ -290,3 +292,41 @@ def test_the_question_is_an_event(api, worker):
             if event["event"] == "job.progress":
                 assert "human" not in event["job"]  # the question ended with the cancel
     assert event["job"]["state"] == "cancelled"
+
+
+def test_a_read_key_sees_the_question_but_never_its_link(api, worker):
+    reader = {"Authorization": f"Bearer {READ_KEY}"}
+    events_url = worker.base_url.replace("http", "ws") + "/api/v1/events?page=main"
+    with connect(events_url, additional_headers=reader) as events:
+        job_id = start_asking(api, reason="Only full keys act.")
+        event = json.loads(events.recv(timeout=10))
+        while event["event"] != "job.needs_human":
+            event = json.loads(events.recv(timeout=10))
+    assert event["job"]["human"]["reason"] == "Only full keys act." and "live_url" not in event["job"]["human"]
+    polled = httpx.get(f"{worker.base_url}/api/v1/jobs/{job_id}", headers=reader).json()
+    listed = httpx.get(f"{worker.base_url}/api/v1/jobs", headers=reader).json()["jobs"]
+    assert polled["human"]["reason"] == "Only full keys act." and "live_url" not in polled["human"]
+    assert "live_url" not in next(job for job in listed if job["job_id"] == job_id)["human"]
+    assert "live_url" in api.get(f"/jobs/{job_id}").json()["human"]  # a full key's poll has it
+    assert httpx.post(f"{worker.base_url}/api/v1/main/live", json={}, headers=reader).status_code == 403
+    api.post(f"/jobs/{job_id}/cancel")
+
+
+def test_a_viewer_comes_back_for_the_pages_next_tab(api, worker):
+    url = make_link(api)["url"]
+    with connect(worker.base_url.replace("http", "ws") + url + "/ws") as socket:
+        socket.recv(timeout=10)
+        wait_until(lambda: metric(api, "penelope_live_screencasts") == 1)
+        assert api.post("/main/plugin/testing/close-tab", json={}).status_code == 200
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                socket.recv(timeout=10)
+        assert closed.value.rcvd.code == 4012
+    wait_until(lambda: metric(api, "penelope_live_viewers") == 0 and metric(api, "penelope_live_screencasts") == 0)
+    assert api.get("/activity").json()["requests_in_flight"] == 0
+    assert socket_close_code(worker, url) == 4013  # no tab until the page's next call opens one
+    assert api.get("/activity").json()["requests_in_flight"] == 0
+    evaluate(api, "() => { document.body.innerHTML = '<h1>back</h1>'; }")
+    with connect(worker.base_url.replace("http", "ws") + url + "/ws") as socket:
+        while not isinstance(socket.recv(timeout=10), bytes):
+            pass  # its news first, then a frame of the new tab

@@ -119,7 +119,7 @@ async def test_a_socket_without_the_key_or_outside_the_routes_is_refused_and_wak
     assert waker.persona("doze")["state"] == "running"
 
 
-def test_a_live_page_is_forwarded_without_a_key_and_wakes_its_persona(waker):
+def test_a_live_page_is_forwarded_without_a_key_and_never_wakes_its_persona(waker):
     assert stop(waker, "doze", force=True).json()["state"] == "stopped"
     with httpx.Client(base_url=f"{waker.base_url}/w/doze") as client:
         posted = client.post("/live/badtoken")
@@ -129,9 +129,12 @@ def test_a_live_page_is_forwarded_without_a_key_and_wakes_its_persona(waker):
         assert escaped.status_code == 404 and escaped.json()["error"].startswith(
             "No route /w/doze/live/../api/v1/pages"
         )
-        assert waker.persona("doze")["state"] == "stopped"  # neither woke it
+        # A stopped worker holds no link (they live in its memory): 404, and nothing started.
+        assert client.get("/live/badtoken").status_code == 404
+        assert waker.persona("doze")["state"] == "stopped"
+        with waker.through("doze") as via:
+            assert via.get("/pages").status_code == 200  # woken with its key
         page = client.get("/live/badtoken", params={"from": "waker"})
-        assert waker.persona("doze")["state"] == "running"
         head = client.head("/live/badtoken")
     # The worker's own answer for a token it does not know (or, before its
     # live routes, for a path it does not know), passed through.
@@ -149,8 +152,11 @@ async def test_a_live_socket_ends_as_the_worker_ends_it(waker):
     handshake, or accepts and closes with its code), the client of the
     waker sees the same."""
     assert stop(waker, "doze", force=True).json()["state"] == "stopped"
+    assert await refused(through(waker, "doze/live/badtoken/ws")) == 403  # a stopped worker holds no link
+    assert waker.persona("doze")["state"] == "stopped"
+    with waker.through("doze") as via:
+        assert via.get("/pages").status_code == 200
     via_waker = await ending(through(waker, "doze/live/badtoken/ws"))
-    assert waker.persona("doze")["state"] == "running"  # woken, without a key
     assert via_waker == await ending(direct(waker, "doze", "/live/badtoken/ws"))
 
 

@@ -26,6 +26,7 @@ import httpx
 
 from waker import socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches, encode, error_body
+from waker.socket_relay import loggable
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
 log = logging.getLogger("penelope.waker")
@@ -138,9 +139,14 @@ class WakerApplication:
                 f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... and /w/{name}/live/... only.",
             )
         if live:
-            # The token in the path is the credential: no key to check.
+            # The token in the path is the credential: no key to check. Nor
+            # is one woken for it: links live in the worker's memory, so a
+            # stopped worker holds none, and a keyless request that started
+            # it could only ever be answered 404.
             if not socket and scope["method"] not in LIVE_METHODS:
                 raise Refused(405, f"Method {scope['method']} is not allowed here; use GET or HEAD.", allow="GET, HEAD")
+            if worker.state != RUNNING:
+                raise Refused(404, "Not found.")
         elif path == HEALTH_PATH:
             # Health needs no key, so it never wakes a worker.
             if worker.state != RUNNING:
@@ -180,7 +186,7 @@ class WakerApplication:
                 task.cancel()
             await asyncio.gather(exchange, gone, return_exceptions=True)
         if exchange.done() and not exchange.cancelled() and exchange.exception() is not None:
-            log.error("forwarding %s %s failed", scope["method"], scope["path"], exc_info=exchange.exception())
+            log.error("forwarding %s %s failed", scope["method"], loggable(scope["path"]), exc_info=exchange.exception())
             await responder.finish_after_error()
 
     async def _exchange(self, worker: PersonaWorker, scope: Scope, url: str, body: bytes, send: Responder) -> None:
@@ -197,7 +203,7 @@ class WakerApplication:
             try:
                 upstream = await http.send(request, stream=True)
             except httpx.HTTPError as error:
-                log.warning("persona %s: forwarding %s %s failed: %r", name, scope["method"], scope["path"], error)
+                log.warning("persona %s: forwarding %s %s failed: %r", name, scope["method"], loggable(scope["path"]), error)
                 await send_error(send, 502, f"Persona {name}'s worker did not answer: {error.__class__.__name__}.")
                 return
             try:
@@ -221,7 +227,7 @@ class WakerApplication:
                         "persona %s: the worker's answer to %s %s broke off: %r",
                         name,
                         scope["method"],
-                        scope["path"],
+                        loggable(scope["path"]),
                         error,
                     )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -242,7 +248,7 @@ class WakerApplication:
                 raise Refused(404, f"No socket at {scope['path'][:200]}.")
             route = self.route(scope)
         except Refused as refused:
-            log.info("socket %s refused: %s", scope["path"][:200], refused.message)
+            log.info("socket %s refused: %s", loggable(scope["path"]), refused.message)
             await send({"type": "websocket.close"})
             return
         with route.worker.forwarding() if route.live else contextlib.nullcontext():
@@ -276,9 +282,9 @@ class WakerApplication:
             return None
         if (error := opening.exception()) is not None:
             if isinstance(error, Refused | socket_relay.WorkerRefused):
-                log.info("socket %s refused: %s", scope["path"][:200], error)
+                log.info("socket %s refused: %s", loggable(scope["path"]), error)
             else:
-                log.error("opening socket %s failed", scope["path"][:200], exc_info=error)
+                log.error("opening socket %s failed", loggable(scope["path"]), exc_info=error)
             return None
         upstream = opening.result()
         if gone.done() and not gone.cancelled():  # gone in the same turn the socket opened

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +32,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
 
 from core.writable import Writable
+
+TOKEN_IN_PATH = re.compile(r"/live/[^/]+")
+
+
+def loggable(path: str) -> str:
+    """A path as the log shows it: a live link's token is its credential, never written."""
+    return TOKEN_IN_PATH.sub("/live/…", path)[:200]
+
 
 log = logging.getLogger("penelope.waker")
 
@@ -106,7 +115,7 @@ async def relay(upstream: ClientConnection, receive: Receive, send: Send) -> Non
             await send({"type": "websocket.close"})
     for result in results:
         if isinstance(result, Exception):
-            log.error("relaying a socket to %s failed", upstream.request.path, exc_info=result)
+            log.error("relaying a socket to %s failed", loggable(upstream.request.path), exc_info=result)
 
 
 async def _client_to_worker(upstream: ClientConnection, receive: Receive) -> None:

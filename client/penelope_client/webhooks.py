@@ -39,8 +39,21 @@ def verify_webhook(
     mapping of the request's headers, names in any case. With `key` (the
     worker's PENELOPE_KEY) it checks X-Penelope-Signature; with `secret` (its
     WEBHOOK_SECRET: one, several separated by spaces as during a rotation, or
-    a list) it checks the Standard Webhooks headers; with both, both.
+    a list) it checks the Standard Webhooks headers; with both, both. A
+    `job.needs_human` notification, signed the same way, is refused here
+    (`verify_notification` reads it), so one cannot pass for a job's end.
     """
+    job = _verified(body, headers, key=key, secret=secret, tolerance_s=tolerance_s)
+    if isinstance(job, dict) and job.get("type") == "job.needs_human":
+        raise InvalidSignature("This is a job.needs_human notification, not a job's end: verify_notification reads it.")
+    return job
+
+
+def _verified(
+    body: bytes | str, headers: Mapping[str, str], *, key: str | None, secret: str | Iterable[str] | None,
+    tolerance_s: float,
+) -> Any:
+    """The body, parsed, once the signatures asked for check out."""
     if key is None and secret is None:
         raise TypeError("verify_webhook needs key= (X-Penelope-Signature), secret= (Standard Webhooks), or both.")
     raw = body.encode() if isinstance(body, str) else bytes(body)
@@ -51,6 +64,7 @@ def verify_webhook(
         secrets = secret.split() if isinstance(secret, str) else list(secret)
         _check_standard_signature(raw, found, secrets, tolerance_s)
     return json.loads(raw)
+
 
 
 def verify_notification(
@@ -65,7 +79,7 @@ def verify_notification(
     showed it with its `human`, once the signatures check out (as
     `verify_webhook` checks them); InvalidSignature otherwise, and for a
     signed message of another type."""
-    message = verify_webhook(body, headers, key=key, secret=secret, tolerance_s=tolerance_s)
+    message = _verified(body, headers, key=key, secret=secret, tolerance_s=tolerance_s)
     if not isinstance(message, dict) or message.get("type") != "job.needs_human" or not isinstance(message.get("data"), dict):
         raise InvalidSignature("This is no job.needs_human notification.")
     return message["data"]
