@@ -330,3 +330,33 @@ def test_a_viewer_comes_back_for_the_pages_next_tab(api, worker):
     with connect(worker.base_url.replace("http", "ws") + url + "/ws") as socket:
         while not isinstance(socket.recv(timeout=10), bytes):
             pass  # its news first, then a frame of the new tab
+
+
+def test_a_questions_link_outlives_a_delete_of_the_pages_links(api, worker):
+    job_id = start_asking(api)
+    url = asked(api, job_id)["human"]["live_url"]
+    other = make_link(api)["url"]
+    assert api.delete("/main/live").json()["revoked"] == 1  # the other link only
+    assert httpx.get(worker.base_url + other).status_code == 404
+    assert httpx.get(worker.base_url + url).status_code == 200  # the question's ends with its question
+    api.post(f"/jobs/{job_id}/cancel")
+    wait_until(lambda: httpx.get(worker.base_url + url).status_code == 404, what="the question's link revoked")
+
+
+def test_a_drag_moves_a_slider(api, worker, person):
+    ends = evaluate(api, """() => {
+        document.body.innerHTML = '<input id="slider" type="range" min="0" max="100" value="0" '
+            + 'style="position:absolute;left:40px;top:60px;width:400px;margin:0">';
+        const box = document.getElementById("slider").getBoundingClientRect();
+        const y = (box.top + box.height / 2) / innerHeight;
+        return {from: {x: (box.left + 4) / innerWidth, y}, to: {x: (box.right - 4) / innerWidth, y}};
+    }""")
+    tab = watch(person, worker.base_url, make_link(api, control=True)["url"])
+    box = tab.locator("#frame").bounding_box()
+    place = lambda at: (box["x"] + at["x"] * box["width"], box["y"] + at["y"] * box["height"])  # noqa: E731
+    tab.mouse.move(*place(ends["from"]))
+    tab.mouse.down()
+    tab.mouse.move(*place(ends["to"]), steps=8)
+    tab.mouse.up()
+    wait_until(lambda: int(evaluate(api, "() => document.getElementById('slider').value")) > 90, what="the slider dragged")
+    tab.close()
