@@ -8,6 +8,7 @@ clicks and types into it; raw WebSockets check the refusals and the cap.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 
 import httpx
@@ -360,3 +361,12 @@ def test_a_drag_moves_a_slider(api, worker, person):
     tab.mouse.up()
     wait_until(lambda: int(evaluate(api, "() => document.getElementById('slider').value")) > 90, what="the slider dragged")
     tab.close()
+
+
+def test_files_stored_before_a_question_are_held_through_it(api, worker):
+    job_id = start_asking(api, wait_s=3000, file=True)
+    human = asked(api, job_id)["human"]
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        (held_until,) = db.execute("SELECT held_until FROM media_store_mediafile WHERE holder = ?", (job_id,)).fetchone()
+    assert held_until >= human["asked_at"] + 3000  # the person's whole time, on top of the run's own
+    api.post(f"/jobs/{job_id}/cancel")

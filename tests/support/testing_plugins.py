@@ -151,6 +151,7 @@ async def flaky(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
 class AskParams(serializers.Serializer):
     reason = serializers.CharField(default="Look at the page, then press Done.")
     wait_s = serializers.FloatField(min_value=0.1, max_value=3600, default=60)
+    file = serializers.BooleanField(default=False)
 
 
 @family.action("ask", params=AskParams, timeout_s=0.5)
@@ -158,5 +159,6 @@ async def ask(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
     """Ask a person and answer what they said. Its own time limit (0.5 s) is
     shorter than any wait the tests give a person: only a paused limit lets
     it answer."""
+    media = await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt") if params["file"] else None
     answer = await ctx.ask_human(reason=params["reason"], timeout_s=params["wait_s"])
-    return {"answer": answer, "url": page.url}
+    return {"answer": answer, "url": page.url, "media": media}
