@@ -64,9 +64,16 @@ class Watcher:
 
 
 class PageCast:
-    def __init__(self, page: ManagedPage, on_idle: Callable[[PageCast], None]) -> None:
+    def __init__(
+        self, page: ManagedPage, on_idle: Callable[[PageCast], None], previous: PageCast | None = None
+    ) -> None:
         self.page = page
         self.on_idle = on_idle
+        # The page's cast before this one, and this one's stop once it ends:
+        # a new cast starts only once the last one's screencast is stopped,
+        # so that stop cannot land on the new one.
+        self.previous = previous
+        self.stopping: asyncio.Task | None = None
         self.watchers: set[Watcher] = set()
         self.tab: Page | None = None
         self.cdp: CDPSession | None = None
@@ -114,7 +121,7 @@ class PageCast:
         self.watchers.discard(watcher)
         if not self.watchers:
             self.on_idle(self)
-            spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
+            self.stopping = spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
 
     def tell(self, meta: dict[str, Any]) -> None:
         for watcher in list(self.watchers):
@@ -124,6 +131,9 @@ class PageCast:
 
     async def _start(self) -> bool:
         """Start the cast on the page's tab; False when it has none to show."""
+        if self.previous is not None and self.previous.stopping is not None:
+            await asyncio.shield(self.previous.stopping)
+        self.previous = None
         tab = self.page.tab
         if tab is None or tab.is_closed() or self.page.crashed:
             self.starting = None
@@ -182,7 +192,7 @@ class PageCast:
         to come back (close code 4012) for the page's next tab, on a new cast."""
         log.info("page %s: its tab went under %d viewer(s)", self.page.name, len(self.watchers))
         self.on_idle(self)
-        spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
+        self.stopping = spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
         for watcher in list(self.watchers):
             watcher.ended(TAB_GONE)
 
@@ -304,11 +314,17 @@ class Casts:
 
     def __init__(self) -> None:
         self.by_page: dict[int, PageCast] = {}
+        # The last cast of each page that ended, until the next one starts.
+        self.ended: dict[int, PageCast] = {}
 
     def of(self, page: ManagedPage) -> PageCast:
+        for key in [key for key, ended in self.ended.items() if ended.stopping is not None and ended.stopping.done()]:
+            del self.ended[key]  # stopped: nothing to wait for
         cast = self.by_page.get(id(page))
         if cast is None or cast.page is not page:
-            cast = self.by_page[id(page)] = PageCast(page, self._idle)
+            previous = self.ended.pop(id(page), None)
+            previous = previous if previous is not None and previous.page is page else None
+            cast = self.by_page[id(page)] = PageCast(page, self._idle, previous)
         return cast
 
     def watching(self, page: ManagedPage) -> PageCast | None:
@@ -318,6 +334,7 @@ class Casts:
     def _idle(self, cast: PageCast) -> None:
         if self.by_page.get(id(cast.page)) is cast:
             del self.by_page[id(cast.page)]
+            self.ended[id(cast.page)] = cast
 
     def viewers(self) -> int:
         return sum(len(cast.watchers) for cast in self.by_page.values())

@@ -107,6 +107,13 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         self.ended(GONE)
 
     async def _send_loop(self) -> None:
+        try:
+            await self._send_all()
+        except Exception:  # daphne raises on a send after the connection closed: its disconnect cleans up
+            if self.counted:
+                log.debug("a live viewer's connection went while it was sent to", exc_info=True)
+
+    async def _send_all(self) -> None:
         while True:
             await self.fresh.wait()
             self.fresh.clear()

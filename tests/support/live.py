@@ -99,6 +99,7 @@ def pass_checkpoint(person: Browser, live_url: str, site: str, handle: str) -> N
     code = read_code(person, site, handle)
     tab = watch(person, site, live_url)
     at = fields_of(person, tab, f"{site}/demo/check-point/{handle}/")
+    tab.bring_to_front()  # the twin took the front: the person looks at the live page again
     click_and_type(tab, at["code"], code)
     box = tab.locator("#frame").bounding_box()
     tab.mouse.click(box["x"] + at["confirm"]["x"] * box["width"], box["y"] + at["confirm"]["y"] * box["height"])
