@@ -82,7 +82,6 @@ class PageCast:
         self.width = 0.0
         self.height = 0.0
         self.scroll = (0.0, 0.0)
-        self.frames = 0
         # The newest frame (base64 as it came, decoded once it is handed on),
         # and the pacing of the hand-on: when it last ran, and its timer.
         self.last_frame: bytes | str | None = None
@@ -204,7 +203,6 @@ class PageCast:
         self.width = float(metadata.get("deviceWidth") or self.width)
         self.height = float(metadata.get("deviceHeight") or self.height)
         self.scroll = (float(metadata.get("scrollOffsetX") or 0), float(metadata.get("scrollOffsetY") or 0))
-        self.frames += 1
         self.last_frame = params["data"]
         if self.handing is None:
             wait = self.handed_at + 1 / settings.LIVE_FPS - time.monotonic()
