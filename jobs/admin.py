@@ -8,14 +8,15 @@ import time
 from asgiref.sync import async_to_sync
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
 from jobs.models import DeliveryAttempt, Job
 from live.links import operator_link
+from media_store import store
 
 EXPIRED = "expired, removed at the next sweep"
 
@@ -23,18 +24,19 @@ EXPIRED = "expired, removed at the next sweep"
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "state", "queue", "mode", "plugin", "page_id", "started", "finished", "status", "tries", "attempts",
-        "held_until",
+        "id", "state", "queue", "mode", "plugin", "family_version", "page_id", "started", "finished", "status", "tries",
+        "attempts", "held_until",
     )
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
     # finds a word anywhere in the parameters (keys too).
     search_fields = ("id", "plugin", "params")
     fields = (
-        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "page_id", "started", "finished",
+        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "family_version", "page_id", "started",
+        "finished",
         "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
-        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id", "live_view",
+        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id", "live_view", "debug", "artifact_links",
         "progress_json", "params_json", "result_json", "media_tokens",
     )
 
@@ -50,7 +52,38 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         live = path("<str:job_id>/live/", self.admin_site.admin_view(self.open_live_view), name="jobs_job_live")
-        return [live, *super().get_urls()]
+        artifact = path(
+            "<str:job_id>/artifact/<str:name>/", self.admin_site.admin_view(self.open_artifact), name="jobs_job_artifact"
+        )
+        return [live, artifact, *super().get_urls()]
+
+    @admin.display(description="artifacts")
+    def artifact_links(self, job: Job) -> str:
+        """What the run left behind (X-Debug): each file opens from here, while the job holds it."""
+        kept = job_artifacts(job)
+        if not kept:
+            return "-"
+        return format_html_join(
+            " · ", '<a href="{}">{}</a>',
+            ((reverse("admin:jobs_job_artifact", args=[job.id, name]), name) for name in kept),
+        )
+
+    def open_artifact(self, request: HttpRequest, job_id: str, name: str) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        job = get_object_or_404(Job, pk=job_id)
+        token = job_artifacts(job).get(name)
+        item = store.find_available(token) if token in job.media_tokens else None
+        if item is None:
+            raise Http404(f"Job {job.id} holds no {name} now: it was never kept, or its hold is over.")
+        response = FileResponse(
+            open(store.file_path(item), "rb"), content_type=item.content_type,
+            as_attachment=not item.content_type.startswith("image/"), filename=item.filename,
+        )
+        # The page's own HTML and scripts never run in the admin's origin.
+        response["Content-Security-Policy"] = "sandbox"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     @admin.display(description="live view")
     def live_view(self, job: Job) -> str:
@@ -139,6 +172,17 @@ class JobAdmin(ReadOnlyAdmin):
     @admin.display(description="result")
     def result_json(self, job: Job) -> str:
         return pretty_json(job.result)
+
+
+def job_artifacts(job: Job) -> dict[str, str]:
+    """The media tokens of the artifacts in a job's result, by name."""
+    artifacts = (job.result or {}).get("artifacts") if isinstance(job.result, dict) else None
+    if not isinstance(artifacts, dict):
+        return {}
+    return {
+        name: link["url"].rsplit("/", 1)[-1] for name, link in artifacts.items()
+        if isinstance(link, dict) and isinstance(link.get("url"), str)
+    }
 
 
 @admin.register(DeliveryAttempt)

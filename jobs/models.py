@@ -188,6 +188,9 @@ class Job(models.Model):
     schedule_id = models.CharField(max_length=16, null=True, blank=True, db_index=True)
     # X-Notify-Url: where a notification goes when its plugin asks a person (live/human.py).
     notify_url = models.TextField(null=True, blank=True)
+    # X-Debug as sent (plugins/debug.py), and the version of the plugin's family that ran it.
+    debug = models.CharField(max_length=12, null=True, blank=True)
+    family_version = models.CharField(max_length=64, null=True, blank=True)
     # An idempotent start's key, and a digest of the request it came with.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     request_digest = models.CharField(max_length=64, null=True, blank=True)
@@ -275,10 +278,12 @@ class Job(models.Model):
             retry_at=retry_at, enqueued_at=retry_at, queue_deadline=queue_deadline, page_id=page_id, progress=None,
         )
 
-    def begin(self, *, now: float, page_id: str) -> bool:
-        """queued -> running: the job took its page (the one `any` found); it starts now."""
+    def begin(self, *, now: float, page_id: str, family_version: str | None = None) -> bool:
+        """queued -> running: the job took its page (the one `any` found); it
+        starts now, run by this version of its family."""
         return self._moved(
-            Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id, retry_at=None
+            Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id, retry_at=None,
+            family_version=family_version,
         )
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:

@@ -16,6 +16,7 @@ from django.http import HttpRequest
 
 from core.api import ApiError
 from core.shapes import PLAIN_DECIMAL
+from plugins import debug
 
 if TYPE_CHECKING:
     from jobs.models import Job
@@ -56,6 +57,8 @@ class JobOptions:
     schedule_id: str | None = None
     # Where a signed `job.needs_human` notification goes when its plugin asks a person.
     notify: str | None = None
+    # X-Debug as sent (None: DEBUG_ARTIFACTS decides when it runs).
+    debug: str | None = None
 
     @classmethod
     def again(cls, job: Job) -> JobOptions:
@@ -63,7 +66,7 @@ class JobOptions:
         return cls(
             ttl=job.ttl, callback=job.callback, queue_timeout=job.queue_timeout, priority=job.priority,
             retries=job.retries, retry_backoff=job.retry_backoff or DEFAULT_BACKOFF_S, rerun_of=job.id,
-            notify=job.notify_url,
+            notify=job.notify_url, debug=job.debug,
         )
 
     def digest(self, page_id: str, route: str, params: dict[str, Any]) -> str:
@@ -75,6 +78,8 @@ class JobOptions:
             request += [self.retries, self.retry_backoff]
         if self.notify:
             request += [self.notify]
+        if self.debug is not None:
+            request += [self.debug]
         return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
@@ -116,6 +121,7 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
         "retry_backoff": plain_seconds(backoff, most=MAX_BACKOFF_S, what=BACKOFF_HEADER)
         if backoff is not None else DEFAULT_BACKOFF_S,
         "notify": parse_callback(notify, header=NOTIFY_HEADER) if notify is not None else None,
+        "debug": debug.parse_mode(request.headers.get(debug.HEADER)),
     }
     if ttl is not None:
         return JobOptions(ttl=parse_ttl(ttl), **queueing)

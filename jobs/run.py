@@ -29,6 +29,7 @@ from jobs.models import Job, webhook_window
 from jobs.progress import ProgressRelay
 from jobs.retries import transient
 from jobs.services import end_job, requeue_job
+from plugins import debug
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
 
@@ -115,7 +116,7 @@ class JobRun:
 
         ctx = Context(
             page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported,
-            on_human=asked,
+            on_human=asked, debug=debug.effective(job.debug),
         )
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()

@@ -166,6 +166,7 @@ class JobRunner:
             job = await on_db_thread(create_job)(
                 job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options,
                 held=self.held, digest=digest, under_lease=claim.lease is not None, on_any=on_any,
+                family_version=action.version,
             )
         except BaseException:
             claim.page.release(claim)
@@ -187,6 +188,7 @@ class JobRunner:
             job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
             options=options,
             held=self.held, digest=digest, queued=True, under_lease=lease_id is not None, on_any=page is None,
+            family_version=action.version,
         )
         self._wait_then_run(job, page, action, params, lease_id)
         return job
@@ -223,7 +225,10 @@ class JobRunner:
                 if isinstance(claim, DomainError):
                     return await run.end_unrun(claim)
                 run.claim = claim
-                if not await on_db_thread(begin_job)(job=run.job, now=time.time(), page_id=claim.page.name):
+                began = await on_db_thread(begin_job)(
+                    job=run.job, now=time.time(), page_id=claim.page.name, family_version=action.version
+                )
+                if not began:
                     claim.page.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
                 metrics.job_waited(run.job.started_at - run.job.enqueued_at)

@@ -76,6 +76,7 @@ class HeldJobsBound:
 def create_job(
     *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, held: HeldJobsBound,
     digest: str | None = None, queued: bool = False, under_lease: bool = False, on_any: bool = False,
+    family_version: str | None = None,
 ) -> Job:
     """Insert the running job, or the queued one (its page busy, with
     X-Queue-Timeout); JobsFull when MAX_JOBS are held."""
@@ -103,6 +104,8 @@ def create_job(
         "rerun_of": options.rerun_of,
         "schedule_id": options.schedule_id,
         "notify_url": options.notify,
+        "debug": options.debug,
+        "family_version": family_version,
         "priority": options.priority,
     }
     if options.retries:
@@ -154,10 +157,10 @@ def requeue_job(*, job: Job, status: int, now: float) -> Job | None:
     return job if moved else None
 
 
-def begin_job(*, job: Job, now: float, page_id: str) -> bool:
+def begin_job(*, job: Job, now: float, page_id: str, family_version: str | None = None) -> bool:
     """A queued job took its page (for a job sent to `any`, the page it got):
-    it runs from now (False: it was no longer queued)."""
-    return job.begin(now=now, page_id=page_id)
+    it runs from now, with the family's code of now (False: it was no longer queued)."""
+    return job.begin(now=now, page_id=page_id, family_version=family_version)
 
 
 def forget_job(*, job_id: str, now: float) -> None:

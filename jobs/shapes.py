@@ -127,14 +127,18 @@ class JobPoll(PageSuccess):
         required=False,
         help_text="Only while the job's plugin waits for a person (`ctx.ask_human`): the question and its live link.",
     )
+    family_version = serializers.CharField(
+        required=False, help_text="Only when the plugin's family declares a version: the version that ran the job."
+    )
 
     def to_representation(self, instance: JobAt) -> dict[str, Any]:
         shown = super().to_representation(instance)
         for name, asked in ONLY_IF_ASKED.items():
             if not asked(instance.job):
                 del shown[name]  # a job started without it answers as the guide shows it
-        if shown["human"] is None:
-            del shown["human"]
+        for name in ("human", "family_version"):
+            if shown[name] is None:
+                del shown[name]
         return shown
 
 
@@ -198,6 +202,10 @@ class JobAt:
     @property
     def progress(self) -> dict[str, Any] | None:
         return self.job.progress
+
+    @property
+    def family_version(self) -> str | None:
+        return self.job.family_version
 
     @property
     def queue(self) -> dict[str, Any] | None:

@@ -183,6 +183,12 @@ if not (LIVE_FPS > 0 and 1 <= LIVE_JPEG_QUALITY <= 100 and LIVE_MAX_VIEWERS >= 1
     raise ValueError(
         "LIVE_FPS must be more than 0, LIVE_JPEG_QUALITY 1 to 100, LIVE_MAX_VIEWERS at least 1 and LIVE_MAX_SIDE at least 64."
     )
+# What a plugin call or job keeps for its author when it sends no X-Debug
+# (plugins/debug.py): "off", "on-failure" (a screenshot, the HTML, console and
+# network logs and a trace of a run that failed) or "always".
+DEBUG_ARTIFACTS = env_str("DEBUG_ARTIFACTS", "off").strip().lower()
+if DEBUG_ARTIFACTS not in ("off", "on-failure", "always"):
+    raise ValueError(f"DEBUG_ARTIFACTS must be off, on-failure or always, not {DEBUG_ARTIFACTS!r}.")
 # Prometheus metrics at /api/v1/metrics (core/metrics.py). On by default; off,
 # every hook that counts is a no-op and the route answers 404.
 METRICS_ENABLED = env_bool("METRICS_ENABLED", True)

@@ -7,6 +7,7 @@ the outcome and where it goes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ from core.api import refusal
 from core.errors import DomainError, NavigationRefused, PageBusy, TabLost
 from core.routes import ANY
 from core.tasks import spawn
+from plugins.debug import Recorder
 from plugins.framework import Action, Context, Outcome, run_action
 
 
@@ -33,6 +35,7 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
     page = claim.page
     ctx = ctx or Context(page_id=page.name)
     ran = False
+    recorder: Recorder | None = None
     try:
         try:
             tab = await registry.ensure_tab(page, settings.PAGE_WAIT_S)
@@ -42,6 +45,8 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
         page.on_tab_lost = ctx.end_now
         page.refused = None
         ran = True
+        if ctx.debug:
+            recorder = await Recorder.begin(ctx.debug, tab, f"{action.route} on page {page.name}")
         try:
             outcome = await run_action(action, tab, params, ctx)
         finally:
@@ -51,8 +56,14 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
             outcome = refused(TabLost(page.fault), page.name, outcome.started_at, outcome.duration_s)
         elif page.refused is not None:  # BROWSER_REFUSE_PRIVATE: whatever the action made of the 403 page
             outcome = refused(NavigationRefused(page.refused), page.name, outcome.started_at, outcome.duration_s)
+        if recorder is not None:  # the page as the action left it, before anyone else may use it
+            await recorder.finish(outcome.status, outcome.body, ctx.put_media)
         return outcome
     finally:
+        if recorder is not None and not recorder.done:  # cancelled: the trace is stopped, nothing kept
+            dropping = spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
+            with contextlib.suppress(BaseException):  # a second cancel leaves it to finish alone
+                await asyncio.shield(dropping)
         page.release(claim)
         if ran:  # a call the browser ran counts toward a recycle, and its cookies are read
             registry.call_ended()
@@ -64,7 +75,9 @@ def refused(error: DomainError, page_id: str, started_at: float, duration_s: flo
     return Outcome(answer.status, answer.envelope(), started_at, duration_s)
 
 
-async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None) -> Outcome:
+async def run_plain(
+    page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, debug: str | None = None
+) -> Outcome:
     """A plain call: wait in line for the page (up to PAGE_WAIT_S; a client
     that goes away leaves the line), then run the action to its end even if
     the client goes away meanwhile (its answer is then lost), so the page is
@@ -75,10 +88,11 @@ async def run_plain(page: ManagedPage, action: Action, params: dict[str, Any], l
     deadline = time.monotonic() + settings.PAGE_WAIT_S
     await registry.wait_for_browser(page.name, settings.PAGE_WAIT_S)
     claim = await page.acquire(lease_id, max(0.0, deadline - time.monotonic()))
-    return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name}"))
+    ctx = Context(page_id=page.name, debug=debug)
+    return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
 
-async def run_anywhere(action: Action, params: dict[str, Any]) -> Outcome:
+async def run_anywhere(action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
     """A plain call on `any`: on the first free page (or a pool page opened
     for it), else on the first page that frees within PAGE_WAIT_S, then 409.
     The answer's `page_id` names the page that ran it."""
@@ -98,4 +112,5 @@ async def run_anywhere(action: Action, params: dict[str, Any]) -> Outcome:
             raise
         claim = pool.claim_turn(turn, None)
     page = claim.page
-    return await asyncio.shield(spawn(run_claimed(claim, action, params), about=f"{action.route} on page {page.name} (any)"))
+    ctx = Context(page_id=page.name, debug=debug)
+    return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

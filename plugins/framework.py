@@ -66,6 +66,8 @@ class Action:
     params: type[serializers.Serializer] | None = None
     # Seconds, or a function of the validated parameters (a long scroll needs longer).
     timeout_s: float | Callable[[dict[str, Any]], float] | None = None
+    # The family's version, recorded on each job that runs the action.
+    version: str | None = None
 
     @property
     def route(self) -> str:
@@ -101,9 +103,19 @@ class Action:
         return self.timeout_s
 
 
+MAX_VERSION = 64  # characters of a family's version
+
+
 class Family:
-    def __init__(self, name: str) -> None:
+    """A family of actions; `version` (any short string, e.g. "1.4.0" or a
+    commit) is recorded on every job its actions run, so a result names the
+    code that produced it."""
+
+    def __init__(self, name: str, *, version: str | None = None) -> None:
+        if version is not None and (not isinstance(version, str) or not 0 < len(version.strip()) <= MAX_VERSION):
+            raise TypeError(f"Family {name}'s version is a string of 1 to {MAX_VERSION} characters, or None.")
         self.name = name
+        self.version = version.strip() if version else None
         self.actions: dict[str, Action] = {}
 
     def action(
@@ -114,7 +126,7 @@ class Family:
         timeout_s: float | Callable[[dict[str, Any]], float] | None = None,
     ) -> Callable[[ActionFn], ActionFn]:
         def register(fn: ActionFn) -> ActionFn:
-            self.actions[name] = Action(self.name, name, fn, params, timeout_s)
+            self.actions[name] = Action(self.name, name, fn, params, timeout_s, self.version)
             return fn
 
         return register
@@ -169,6 +181,8 @@ class Context:
     # Where a job hears that its plugin asks a person, and that the question
     # ended (None); a plain call has none, and cannot ask.
     on_human: Callable[[dict[str, Any] | None], None] | None = None
+    # What the run keeps for its author (plugins/debug.py): None, "on-failure" or "always".
+    debug: str | None = None
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
 

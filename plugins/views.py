@@ -23,6 +23,7 @@ from core.rest import ApiView, answer, represent
 from core.routes import ANY
 from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
 from core.shapes import ErrorEnvelope, PageSuccess
+from plugins import debug
 from plugins.calls import run_anywhere, run_plain
 from plugins.framework import Action, families, find_action
 from plugins.primitives import primitives
@@ -60,7 +61,12 @@ class ActionOutcome(serializers.Serializer):
     """The answer of a plain call: the action's success or the envelope."""
 
     def to_representation(self, body: dict[str, Any]) -> dict[str, Any]:
-        return represent(ActionAnswer if body.get("success") is True else ErrorEnvelope, body)
+        if body.get("success") is True:
+            return represent(ActionAnswer, body)
+        shown = represent(ErrorEnvelope, body)
+        if "artifacts" in body:  # X-Debug: what the failed run left behind
+            shown["artifacts"] = body["artifacts"]
+        return shown
 
 
 FREE_FORM = {"type": "object", "additionalProperties": True}
@@ -94,6 +100,15 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
             examples=[OpenApiExample(example[1], value=example[1])] if example else None,
         ),
         x_lease(),
+        OpenApiParameter(
+            debug.HEADER, {"type": "string", "enum": list(debug.MODES)}, OpenApiParameter.HEADER,
+            description=(
+                "What the run leaves behind for its author: with `on-failure` (a failure only) or `always`, the "
+                "answer (a job's result) gains `artifacts`, media links to a screenshot and the HTML of the page as "
+                "the action ended, its console messages and page errors, its failed requests and a Playwright trace. "
+                "Without it the worker's DEBUG_ARTIFACTS decides (off by default)."
+            ),
+        ),
         *jobs.get("parameters", []),
     ]
     if method == "GET":
@@ -200,6 +215,7 @@ class PluginCall(ApiView):
 
     async def call(self, request: Any, data: dict[str, Any], page_id: str, family: str, action: str) -> HttpResponse:
         job_options = await self.jobs.options(request) if self.jobs else None
+        debug_mode = debug.effective(debug.parse_mode(request.headers.get(debug.HEADER)))
         lease_id = request.headers.get("X-Lease")
         anywhere = page_id == ANY
         if anywhere and lease_id is not None:
@@ -213,7 +229,9 @@ class PluginCall(ApiView):
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
         if job_options is not None:
             return await self.jobs.start(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
-        outcome = await (run_anywhere(found, params) if anywhere else run_plain(page, found, params, lease_id))
+        outcome = await (
+            run_anywhere(found, params, debug_mode) if anywhere else run_plain(page, found, params, lease_id, debug_mode)
+        )
         return answer(ActionOutcome, outcome.body, outcome.status)
 
 
@@ -227,6 +245,8 @@ class PrimitiveCall(ApiView):
         data = request.data
         if any(header in request.headers for header in JOB_HEADERS):
             raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
+        if debug.HEADER in request.headers:
+            raise ApiError(400, f"{debug.HEADER} applies to plugin calls: a primitive is one step, seen in its answer.")
         validate_page_id(page_id)
         found = primitives.actions.get(name)
         params = found.validate(data) if found else {}

@@ -175,3 +175,42 @@ def test_a_running_job_links_its_live_view(operator):
     finally:
         links.revoke_page("watched")
         del registry.pages["watched"]
+
+
+def test_a_job_shows_its_family_version_and_opens_its_artifacts_safely(operator, settings, tmp_path):
+    from media_store import store
+
+    settings.MEDIA_DIR = tmp_path / "media"
+    until = time.time() + 60
+    shot = store.put(b"\x89PNG\r\n\x1a\n-not-really", content_type="image/png", filename="screenshot.png",
+                     holder="00000000000000d1", held_until=until)
+    page = store.put(b"<script>alert(1)</script>", content_type="text/html", filename="page.html",
+                     holder="00000000000000d1", held_until=until)
+    stranger = store.put(b"someone else's", content_type="text/plain", filename="x.txt")
+    now = time.time()
+    Job.objects.create(
+        id="00000000000000d1", page_id="main", plugin="shop/get-items", mode="poll", ttl=60, started_at=now,
+        state="done", finished_at=now, expires_at=until, status=502, family_version="1.4.0",
+        media_tokens=[shot.token, page.token],
+        result={"success": False, "page_id": "main", "error": "no list", "artifacts": {
+            "screenshot": shot.link(), "html": page.link(), "console": None, "network": None, "trace": None,
+            "stolen": {"url": f"/api/v1/media/{stranger.token}"},
+        }},
+    )
+    assert b"1.4.0" in operator.get("/admin/jobs/job/").content
+    detail = operator.get("/admin/jobs/job/00000000000000d1/change/").content.decode()
+    assert "1.4.0" in detail
+    assert "/admin/jobs/job/00000000000000d1/artifact/screenshot/" in detail
+    assert "/admin/jobs/job/00000000000000d1/artifact/console/" not in detail  # none was kept
+    image = operator.get("/admin/jobs/job/00000000000000d1/artifact/screenshot/")
+    assert image.status_code == 200 and image["Content-Type"] == "image/png"
+    assert b"".join(image.streaming_content).startswith(b"\x89PNG")
+    html = operator.get("/admin/jobs/job/00000000000000d1/artifact/html/")
+    # The page's HTML is a download that never runs in the admin's origin.
+    assert html["Content-Security-Policy"] == "sandbox" and html["Content-Disposition"].startswith("attachment")
+    assert b"".join(html.streaming_content) == b"<script>alert(1)</script>"
+    # A token the job does not hold opens nothing, and neither does a name it has no file for.
+    assert operator.get("/admin/jobs/job/00000000000000d1/artifact/stolen/").status_code == 404
+    assert operator.get("/admin/jobs/job/00000000000000d1/artifact/trace/").status_code == 404
+    image.close()
+    html.close()

@@ -146,7 +146,7 @@ def test_plugin_route_lists_the_job_headers_and_the_actions(document: dict):
     headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
     assert set(headers) == {
         "X-Lease", "X-Result-Ttl", "X-Callback-Url", "Idempotency-Key", "X-Queue-Timeout", "X-Priority", "X-Retry",
-        "X-Retry-Backoff", "X-Notify-Url",
+        "X-Retry-Backoff", "X-Notify-Url", "X-Debug",
     }
     # A header is a string: the pattern is what the server accepts, plain decimal seconds in (0, 600].
     ttl = re.compile(headers["X-Result-Ttl"]["schema"]["pattern"])

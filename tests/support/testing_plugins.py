@@ -162,3 +162,20 @@ async def ask(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
     media = await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt") if params["file"] else None
     answer = await ctx.ask_human(reason=params["reason"], timeout_s=params["wait_s"])
     return {"answer": answer, "url": page.url, "media": media}
+
+
+class VisitParams(serializers.Serializer):
+    url = serializers.URLField()
+    fail = serializers.BooleanField(required=False, default=True)
+
+
+@family.action("visit", params=VisitParams)
+async def visit(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Open a page, wait until it sets `data-done` on its body, then answer
+    its title, or fail (502) as a flow that met something unexpected would."""
+    await page.goto(params["url"], wait_until="domcontentloaded")
+    await page.wait_for_function("document.body && document.body.dataset.done === '1'")
+    title = await page.title()
+    if params["fail"]:
+        raise PluginError(502, f"The page {title} did not show what the flow expected.")
+    return {"title": title}
