@@ -30,6 +30,7 @@ import httpx
 
 from bench import load
 from bench.memory import Memory
+from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.live import live_phase
 from bench.phases.memory import max_pages_memory, memory_rows
@@ -53,8 +54,8 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "queue", "schedules", "live", "peer",
-          "memory", "store")
+PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules", "live",
+          "peer", "memory", "store")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -103,6 +104,10 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                 print("a plugin run: plain and as jobs", flush=True)
                 with profiled(pid, profile_dir, "plugin"):
                     plugin_phase(client, plan, report)
+            if "debug" in phases:
+                print("X-Debug: a plain call without it, off, recorded and kept", flush=True)
+                with profiled(pid, profile_dir, "debug"):
+                    debug_phase(client, plan, report)
             if "queue" in phases:
                 print("the queue: the option's cost, dispatch, a drain on any against RQ", flush=True)
                 with profiled(pid, profile_dir, "queue"):
