@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import zipfile
@@ -138,7 +140,7 @@ def test_the_trace_opens_in_playwrights_trace_viewer(api, worker, site, person, 
     trace.write_bytes(fetch(api, worker, body["artifacts"]["trace"]))
     viewer = subprocess.Popen(
         [str(Path(sys.executable).with_name("playwright")), "show-trace", "--host", "127.0.0.1", "--port", "0", str(trace)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
         address = next(found[1] for line in viewer.stdout if (found := re.search(r"Listening on (http\S+)", line)))
@@ -151,7 +153,7 @@ def test_the_trace_opens_in_playwrights_trace_viewer(api, worker, site, person, 
         finally:
             tab.close()
     finally:
-        viewer.terminate()
+        os.killpg(viewer.pid, signal.SIGTERM)  # the wrapper and the node process it runs
         viewer.wait(10)
 
 
