@@ -1,5 +1,7 @@
 """Fixtures: a loopback web site, real worker processes, and a check that no
-Chromium outlives the suite."""
+Chromium outlives the suite; and the plugin authors' test kit
+(harness/plugin_kit.py: `penelope`, `call`, `job`, `fixture_site`), which the
+project's own tests use as an author's would."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import pytest
 
 from harness.worker import WorkerProcess, chromium_processes
 from tests.support.site import Site
+
+pytest_plugins = ["harness.plugin_kit"]
 
 TEST_PLUGINS = os.environ.get("TEST_PLUGINS", "plugins.web,plugins.demo,tests.support.testing_plugins")
 
