@@ -99,10 +99,12 @@ class Recorder:
             return recorder
         _tracing.add(context)
         try:
-            await context.tracing.start(title=title, screenshots=True, snapshots=True)
-        except PlaywrightError as error:
+            async with asyncio.timeout(CAPTURE_TIMEOUT_S):
+                await context.tracing.start(title=title, screenshots=True, snapshots=True)
+        except (PlaywrightError, TimeoutError) as error:
             _tracing.discard(context)
-            recorder.notes.append(f"No trace: the browser refused to record one ({first_line(error.message)}).")
+            reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it did not start in time"
+            recorder.notes.append(f"No trace: the browser refused to record one ({reason}).")
         else:
             recorder.context = context
         return recorder
