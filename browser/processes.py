@@ -11,6 +11,18 @@ from pathlib import Path
 log = logging.getLogger("penelope.browser")
 
 
+def profile_holder(profile_dir: Path) -> int | None:
+    """The live process that holds the profile open (Chromium's
+    `SingletonLock`, a symlink to `host-pid`), or None: a running worker's
+    browser, or a shell's (`manage.py run_action --profile`)."""
+    try:
+        target = os.readlink(profile_dir / "SingletonLock")
+    except OSError:
+        return None
+    pid_text = target.rpartition("-")[2]
+    return int(pid_text) if pid_text.isdigit() and _process_alive(int(pid_text)) else None
+
+
 def clear_stale_profile_lock(profile_dir: Path) -> None:
     """Remove Chromium's singleton lock when the process that held it is gone.
 

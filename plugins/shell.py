@@ -6,11 +6,17 @@ with a throwaway context, so a worker running on the same store is never
 disturbed; `profile=True` uses the persona's profile instead (its cookies),
 and is refused while a worker holds it. Files the action stores go to a
 folder of the shell's, never into the worker's media store.
+
+The shell's browser opens private addresses even where a worker's is set to
+refuse them (BROWSER_REFUSE_PRIVATE): an author's fixture pages are on
+loopback or in files.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,13 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from playwright.async_api import async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
-from browser.runner import CHROMIUM_ARGS, find_executable, proxy_settings
+from browser.processes import clear_stale_profile_lock, profile_holder
+from browser.runner import CHROMIUM_ARGS, BrowserNotFound, find_executable, proxy_settings
+from core import store_lock
+from core.api import error_line, first_line
 from plugins.framework import Action, Context, Outcome, families, find_action, run_action
 
-# Chromium's lock in a profile it has open: a link to "<host>-<pid>".
-PROFILE_LOCK = "SingletonLock"
+log = logging.getLogger("penelope.plugins")
+
+CLOSE_TIMEOUT_S = 15  # closing the context, then the browser; past it the driver's exit kills Chromium
 
 
 class ShellRefused(Exception):
@@ -81,24 +92,33 @@ def parameters(json_body: str | None, pairs: list[str]) -> dict[str, Any]:
     return data
 
 
-def profile_holder(profile: Path) -> int | None:
-    """The live process that holds the profile open, if one does."""
-    try:
-        target = os.readlink(profile / PROFILE_LOCK)
-    except OSError:
-        return None
-    pid = target.rpartition("-")[2]
-    if pid.isdigit() and Path(f"/proc/{pid}").exists():
-        return int(pid)
-    return None
-
-
 def check_headed(headed: bool) -> None:
     if headed and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         raise ShellRefused(
             "--headed needs a display, and neither DISPLAY nor WAYLAND_DISPLAY is set: run it in a desktop "
             "session (or under xvfb-run), or without --headed."
         )
+
+
+def hold_profile() -> int:
+    """Take the store's lock for as long as the shell uses the persona's
+    profile (answering its descriptor), as `recover_jobs` does: refused while
+    a worker serves the store, even between two of its browser's launches, and
+    a worker started meanwhile is refused until the shell is done. A Chromium
+    of anyone else's on the profile is refused too."""
+    stop_it = "stop it, or drop --profile to run on a browser of the shell's own."
+    try:
+        lock = store_lock.acquire("run_action")  # one word: the lock file splits on spaces
+    except store_lock.StoreInUse as refused:
+        if refused.command == "serve":
+            raise ShellRefused(
+                f"A worker (pid {refused.pid}) is using the persona's profile ({settings.PROFILE_DIR}): {stop_it}"
+            ) from None
+        raise ShellRefused(str(refused)) from None
+    if (pid := profile_holder(settings.PROFILE_DIR)) is not None:
+        store_lock.release(lock)
+        raise ShellRefused(f"The persona's profile ({settings.PROFILE_DIR}) is open in process {pid}: {stop_it}")
+    return lock
 
 
 @dataclass
@@ -110,38 +130,90 @@ class Shell:
     trace: Path | None = None
     profile: bool = False
     media_dir: Path | None = None
+    # Whether `trace` holds this run's trace (a file left by an earlier run does not count).
+    trace_written: bool = field(default=False, init=False)
 
     async def run(self) -> Outcome:
-        """Launch, run the action (after `url`), and close, whatever happens."""
-        if self.profile and (pid := profile_holder(settings.PROFILE_DIR)) is not None:
-            raise ShellRefused(
-                f"The persona's profile ({settings.PROFILE_DIR}) is in use by process {pid}, a running worker: "
-                "stop it, or run without --profile on a browser of the shell's own."
-            )
-        async with async_playwright() as playwright:
-            args = list(CHROMIUM_ARGS) + ([] if settings.CHROMIUM_SANDBOX else ["--no-sandbox"])
-            options = {"executable_path": find_executable(playwright), "headless": not self.headed, "args": args,
-                       "proxy": proxy_settings(settings.PENELOPE_PROXY)}
-            browser = None
+        """Launch, open `url`, run the action, and close, whatever happens;
+        the trace, if asked for, is written whatever the outcome."""
+        lock = hold_profile() if self.profile else None
+        try:
+            async with async_playwright() as playwright:
+                browser, context = await self._launch(playwright)
+                try:
+                    return await self._traced(context)
+                finally:
+                    await _close(context, browser)
+        finally:
+            if lock is not None:
+                store_lock.release(lock)
+
+    async def _launch(self, playwright: Playwright) -> tuple[Browser | None, BrowserContext]:
+        """Chromium as the worker launches it (browser/runner.py), with a
+        context of its own, or on the persona's profile."""
+        try:
+            executable = find_executable(playwright)
+        except BrowserNotFound as error:
+            raise ShellRefused(str(error)) from None
+        args = list(CHROMIUM_ARGS) + ([] if settings.CHROMIUM_SANDBOX else ["--no-sandbox"])
+        options = {"executable_path": executable, "headless": not self.headed, "args": args,
+                   "proxy": proxy_settings(settings.PENELOPE_PROXY)}
+        limit = settings.BROWSER_LAUNCH_TIMEOUT_S
+        try:
             if self.profile:
                 settings.PROFILE_DIR.mkdir(parents=True, exist_ok=True)
-                context = await playwright.chromium.launch_persistent_context(str(settings.PROFILE_DIR), **options)
-            else:
-                browser = await playwright.chromium.launch(**options)
-                context = await browser.new_context()
-            try:
-                if self.trace is not None:
-                    await context.tracing.start(title=self.action.route, screenshots=True, snapshots=True)
-                try:
-                    page = context.pages[0] if context.pages else await context.new_page()
-                    if self.url:
-                        await page.goto(self.url, wait_until="domcontentloaded")
-                    ctx = ShellContext(page_id="shell", **({"media_dir": self.media_dir} if self.media_dir else {}))
-                    return await run_action(self.action, page, self.params, ctx)
-                finally:
-                    if self.trace is not None:
-                        await context.tracing.stop(path=self.trace)
-            finally:
-                await context.close()
-                if browser is not None:
-                    await browser.close()
+                clear_stale_profile_lock(settings.PROFILE_DIR)  # a killed worker's; a live one was refused
+                launching = playwright.chromium.launch_persistent_context(str(settings.PROFILE_DIR), **options)
+                return None, await asyncio.wait_for(launching, limit)
+            browser = await asyncio.wait_for(playwright.chromium.launch(**options), limit)
+        except TimeoutError:
+            raise ShellRefused(f"Chromium did not start within {limit:g} s (BROWSER_LAUNCH_TIMEOUT_S).") from None
+        except PlaywrightError as error:
+            raise ShellRefused(f"Chromium did not start: {first_line(error.message)}") from None
+        try:
+            return browser, await asyncio.wait_for(browser.new_context(), limit)
+        except BaseException:
+            await _close(None, browser)
+            raise
+
+    async def _traced(self, context: BrowserContext) -> Outcome:
+        if self.trace is not None:
+            await context.tracing.start(title=self.action.route, screenshots=True, snapshots=True, sources=False)
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            if self.url:
+                await self._open(page)
+            ctx = ShellContext(page_id="shell", **({"media_dir": self.media_dir} if self.media_dir else {}))
+            return await run_action(self.action, page, self.params, ctx)
+        finally:
+            if self.trace is not None:
+                await self._stop_tracing(context)
+
+    async def _stop_tracing(self, context: BrowserContext) -> None:
+        # A trace that cannot be written (a browser that crashed) costs the
+        # trace, not the answer in hand; the command says the file is missing.
+        try:
+            self.trace.parent.mkdir(parents=True, exist_ok=True)
+            await asyncio.wait_for(context.tracing.stop(path=self.trace), CLOSE_TIMEOUT_S)
+            self.trace_written = True
+        except (OSError, TimeoutError, PlaywrightError) as error:
+            log.warning("the trace %s could not be written: %s", self.trace, error_line(error))
+
+    async def _open(self, page: Page) -> None:
+        # goto has Playwright's own deadline (30 s), and says so when it passes.
+        try:
+            await page.goto(self.url, wait_until="domcontentloaded")
+        except PlaywrightError as error:
+            raise ShellRefused(f"--url {self.url} did not open, so the action did not run: {first_line(error.message)}") from None
+
+
+async def _close(context: BrowserContext | None, browser: Browser | None) -> None:
+    """Close quietly, each step within CLOSE_TIMEOUT_S: the answer (or the
+    error) in hand is what the author needs to see."""
+    for closing in (context, browser):
+        if closing is None:
+            continue
+        try:
+            await asyncio.wait_for(closing.close(), CLOSE_TIMEOUT_S)
+        except (TimeoutError, PlaywrightError) as error:
+            log.warning("closing the shell's browser failed: %s", error_line(error))

@@ -1,6 +1,15 @@
 """`manage.py run_action FAMILY/ACTION [--param k=v …] [--json '{…}'] [--url URL]
 [--headed] [--trace FILE] [--profile] [--media-dir DIR]`: one action on a
-browser of its own, its answer printed (plugins/shell.py)."""
+browser of its own, its answer printed (plugins/shell.py).
+
+It is for iterating on a flow from a terminal: edit the action, run it
+against a page, read the answer (or the trace), again, with no worker, key
+or job in the way. The parameters are checked as the API checks them, and
+every refusal (an unknown action, a bad parameter, no display for --headed,
+a profile a worker holds) comes before a browser starts. The JSON answer goes
+to stdout and `status: N` to stderr, so `| jq` reads the one and a script the
+exit status: 0 for a 2xx answer, 1 for any other.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +18,8 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from playwright.async_api import Error as PlaywrightError
 
-from core.api import ApiError, first_line
+from core.api import ApiError
 from plugins.shell import Shell, ShellRefused, check_headed, find, parameters
 
 
@@ -31,7 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--trace", type=Path, metavar="FILE",
                             help="record a Playwright trace into FILE (open it with `playwright show-trace FILE`)")
         parser.add_argument("--profile", action="store_true",
-                            help="use the persona's browser profile (its cookies); refused while a worker holds it")
+                            help="use the persona's browser profile (its cookies), holding the store meanwhile; refused while a worker serves it")
         parser.add_argument("--media-dir", type=Path, metavar="DIR",
                             help="where the action's files go (default: a new temporary folder)")
 
@@ -52,11 +60,18 @@ class Command(BaseCommand):
             outcome = asyncio.run(shell.run())
         except ShellRefused as refused:
             raise CommandError(str(refused)) from None
-        except PlaywrightError as error:  # the launch, or --url
-            raise CommandError(f"The browser refused: {first_line(error.message)}") from None
+        finally:
+            self.say_trace(shell)
         self.stdout.write(json.dumps(outcome.body, indent=2, ensure_ascii=False))
         self.stderr.write(f"status: {outcome.status}")
-        if options["trace"] is not None:
-            self.stderr.write(f"trace: {options['trace']} (open it with `playwright show-trace {options['trace']}`)")
         if not 200 <= outcome.status < 300:
             raise SystemExit(1)
+
+    def say_trace(self, shell: Shell) -> None:
+        """Where the trace went, whatever the outcome (a run that failed is the one worth reading)."""
+        if shell.trace is None:
+            return
+        if shell.trace_written:
+            self.stderr.write(f"trace: {shell.trace.resolve()} (open it with `playwright show-trace {shell.trace}`)")
+        else:
+            self.stderr.write(f"trace: none was written to {shell.trace}")
