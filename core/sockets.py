@@ -79,8 +79,8 @@ class EventStream(AsyncWebsocketConsumer):
             return
         if self.page_filter is not None and message["page_id"] != self.page_filter:
             return
-        if self.reads_only and '"live_url"' in text:
-            text = without_live_url(text)
+        if self.reads_only and ('"live_url"' in text or '"artifacts"' in text):
+            text = for_reader(text)
         if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
             self.queue.popleft()
             self.dropped += 1
@@ -111,10 +111,15 @@ class EventStream(AsyncWebsocketConsumer):
         await self.channel_layer.group_discard(events.GROUP, self.channel_name)
 
 
-def without_live_url(text: str) -> str:
-    """An event as a read key's socket sends it: its job's question without its link."""
+def for_reader(text: str) -> str:
+    """An event as a read key's socket sends it: its job's question without
+    its link, and its result without X-Debug's files (a trace holds the
+    persona's cookies and what was typed)."""
     event = json.loads(text)
-    human = (event.get("job") or {}).get("human")
+    job = event.get("job") or {}
+    human = job.get("human")
     if isinstance(human, dict):
         human.pop("live_url", None)
+    if isinstance(job.get("result"), dict):
+        job["result"].pop("artifacts", None)
     return json.dumps(event)

@@ -76,13 +76,18 @@ class JobAdmin(ReadOnlyAdmin):
         item = store.find_available(token) if token in job.media_tokens else None
         if item is None:
             raise Http404(f"Job {job.id} holds no {name} now: it was never kept, or its hold is over.")
+        try:
+            file = open(store.file_path(item), "rb")  # noqa: SIM115 - FileResponse closes it
+        except FileNotFoundError:  # swept since it was looked up
+            raise Http404(f"Job {job.id} holds no {name} now: its hold is over.") from None
         response = FileResponse(
-            open(store.file_path(item), "rb"), content_type=item.content_type,
+            file, content_type=item.content_type,
             as_attachment=not item.content_type.startswith("image/"), filename=item.filename,
         )
         # The page's own HTML and scripts never run in the admin's origin.
         response["Content-Security-Policy"] = "sandbox"
         response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "no-store"
         return response
 
     @admin.display(description="live view")

@@ -187,7 +187,11 @@ class JobAt:
 
     @property
     def result(self) -> dict | None:
-        return self.job.result
+        result = self.job.result
+        if not self.acts and isinstance(result, dict) and "artifacts" in result:
+            # X-Debug's files are for those who may act: a trace holds the persona's cookies and what was typed.
+            result = {name: value for name, value in result.items() if name != "artifacts"}
+        return result
 
     @property
     def callback(self) -> str | None:

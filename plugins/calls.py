@@ -46,7 +46,9 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
         page.refused = None
         ran = True
         if ctx.debug:
-            recorder = await Recorder.begin(ctx.debug, tab, f"{action.route} on page {page.name}")
+            recorder = Recorder(ctx.debug, tab, f"{action.route} on page {page.name}")
+            recorder.start()
+            await recorder.start_trace()
         try:
             outcome = await run_action(action, tab, params, ctx)
         finally:

@@ -30,6 +30,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.api import ApiError, first_line
 from core.errors import DomainError
+from core.tasks import spawn
 
 log = logging.getLogger("penelope.plugins")
 
@@ -88,26 +89,31 @@ class Recorder:
             ("requestfailed", self._request_failed), ("response", self._response),
         )
 
-    @classmethod
-    async def begin(cls, mode: str, tab: Page, title: str) -> Recorder:
-        recorder = cls(mode, tab, title)
-        for event, listener in recorder._listeners:
-            tab.on(event, listener)
-        context = tab.context
+    def start(self) -> None:
+        """Listen to the tab, and claim the context's trace if no other call
+        records one. No await: a cancel cannot land between this and the
+        caller holding the recorder, whose `discard` then undoes it all."""
+        for event, listener in self._listeners:
+            self.tab.on(event, listener)
+        context = self.tab.context
         if context in _tracing:
-            recorder.notes.append("No trace: another call on this browser was recording one (one at a time).")
-            return recorder
+            self.notes.append("No trace: another call on this browser was recording one (one at a time).")
+            return
         _tracing.add(context)
+        self.context = context
+
+    async def start_trace(self) -> None:
+        context = self.context
+        if context is None:
+            return
         try:
             async with asyncio.timeout(CAPTURE_TIMEOUT_S):
-                await context.tracing.start(title=title, screenshots=True, snapshots=True)
+                await context.tracing.start(title=self.title, screenshots=True, snapshots=True)
         except (PlaywrightError, TimeoutError) as error:
-            _tracing.discard(context)
+            self.context = None
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it did not start in time"
-            recorder.notes.append(f"No trace: the browser refused to record one ({reason}).")
-        else:
-            recorder.context = context
-        return recorder
+            self.notes.append(f"No trace: the browser refused to record one ({reason}).")
+            _release_later(context)
 
     # --- what the tab reports while the action runs ------------------------------------
 
@@ -154,13 +160,13 @@ class Recorder:
         try:
             async with asyncio.timeout(CAPTURE_TIMEOUT_S):
                 await context.tracing.stop(path=path)
-            return path is not None
         except (PlaywrightError, TimeoutError) as error:
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it took too long"
             self.notes.append(f"No trace: it could not be saved ({reason}).")
+            _release_later(context)
             return False
-        finally:
-            _tracing.discard(context)
+        _tracing.discard(context)
+        return path is not None
 
     async def discard(self) -> None:
         """Drop everything: the run did not end with an answer to keep them in."""
@@ -198,6 +204,9 @@ class Recorder:
                 artifacts[name] = await store_file(data, content_type=content_type, filename=filename)
             except (ApiError, DomainError) as error:  # the media store is full (507)
                 self.notes.append(f"No {name}: {error.message}")
+            except Exception:  # a full disk, a locked database: the answer in hand is kept all the same
+                log.exception("the %s of a debug recording could not be stored", name)
+                self.notes.append(f"No {name}: it could not be stored; the details are in the worker's log.")
         if self.notes:
             artifacts["notes"] = self.notes
         body["artifacts"] = artifacts
@@ -226,6 +235,22 @@ class Recorder:
                 return None
             data = await asyncio.to_thread(path.read_bytes)
         return data, "application/zip", "trace.zip"
+
+
+def _release_later(context: BrowserContext) -> None:
+    """A trace whose start or stop was given up on may still be running in
+    the browser: stop it for good in the background, and only then let
+    another call record one."""
+
+    async def release() -> None:
+        try:
+            await context.tracing.stop()
+        except PlaywrightError:
+            pass  # stopped already, or the browser is gone
+        finally:
+            _tracing.discard(context)
+
+    spawn(release(), about="stopping an abandoned debug trace")
 
 
 def _json_file(value: dict[str, Any], filename: str) -> tuple[bytes, str, str]:

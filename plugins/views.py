@@ -245,7 +245,7 @@ class PrimitiveCall(ApiView):
         data = request.data
         if any(header in request.headers for header in JOB_HEADERS):
             raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
-        if debug.HEADER in request.headers:
+        if request.headers.get(debug.HEADER, "").strip().lower() in (debug.ON_FAILURE, debug.ALWAYS):
             raise ApiError(400, f"{debug.HEADER} applies to plugin calls: a primitive is one step, seen in its answer.")
         validate_page_id(page_id)
         found = primitives.actions.get(name)

@@ -22,11 +22,12 @@ from harness.worker import WorkerProcess
 from tests.conftest import TEST_PLUGINS, worker_env
 
 ARTIFACTS = {"screenshot", "html", "console", "network", "trace"}
+READ_KEY = "read-only-key-0123456789abcdef-0123"
 
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory):
-    env = worker_env(PENELOPE_PLUGINS=TEST_PLUGINS + ",tests.support.versioned_plugins")
+    env = worker_env(PENELOPE_PLUGINS=TEST_PLUGINS + ",tests.support.versioned_plugins", PENELOPE_READ_KEYS=READ_KEY)
     running = WorkerProcess(tmp_path_factory.mktemp("store"), env=env).start()
     yield running
     running.stop()
@@ -128,6 +129,11 @@ def test_a_failed_job_holds_its_artifacts_for_as_long_as_its_result(api, worker,
     check_artifacts(api, worker, artifacts, site.url)
     fetch(api, worker, artifacts["screenshot"])  # held for the job: a second download works too
     assert api.get(f"/jobs/{job['job_id']}").json()["result"]["artifacts"] == artifacts
+    # A read key sees the result without them: a trace holds the persona's cookies and what was typed.
+    read = httpx.get(f"{worker.base_url}/api/v1/jobs/{job['job_id']}", headers={"Authorization": f"Bearer {READ_KEY}"})
+    assert read.status_code == 200 and read.json()["result"] == {k: v for k, v in job["result"].items() if k != "artifacts"}
+    listed = httpx.get(f"{worker.base_url}/api/v1/jobs", headers={"Authorization": f"Bearer {READ_KEY}"}).json()["jobs"]
+    assert "artifacts" not in json.dumps(next(entry for entry in listed if entry["job_id"] == job["job_id"]))
     assert api.delete(f"/jobs/{job['job_id']}").status_code == 204
     assert api.get(worker.base_url + artifacts["trace"]["url"]).status_code == 404  # gone with the job
 
@@ -165,6 +171,7 @@ def test_bad_debug_headers_are_refused_and_change_nothing(api):
     assert job.status_code == 400 and "X-Debug" in job.json()["error"]
     primitive = api.post("/main/primitive/content", json={}, headers={"X-Debug": "always"})
     assert primitive.status_code == 400 and "plugin calls" in primitive.json()["error"]
+    assert api.post("/main/primitive/content", json={}, headers={"X-Debug": "off"}).status_code == 200  # as before
     assert api.get("/jobs").json()["jobs"] == [] or all(j["plugin"] != "testing/refuse" for j in api.get("/jobs").json()["jobs"])
     assert media_count(api) == before
 
@@ -230,3 +237,22 @@ def test_a_full_store_keeps_the_answer_and_says_which_files_it_left_out(make_wor
         assert "trace" in left_out and len(artifacts["notes"]) == len(left_out)
         assert all(note.startswith(f"No {name}: The media store is full") and "MEDIA_MAX_MB" in note
                    for name, note in zip(left_out, artifacts["notes"], strict=True)), artifacts["notes"]
+
+
+def test_event_sockets_of_read_keys_carry_no_artifacts(api, worker):
+    from websockets.sync.client import connect
+
+    def ended_event(key: str, job_id_box: list) -> dict:
+        url = worker.base_url.replace("http", "ws") + "/api/v1/events?page=main"
+        with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as events:
+            started = api.post("/main/plugin/testing/refuse", headers={"X-Result-Ttl": "60", "X-Debug": "on-failure"})
+            job_id_box.append(started.json()["job_id"])
+            event = json.loads(events.recv(timeout=20))
+            while not (event["event"] == "job.ended" and event["job_id"] == job_id_box[-1]):
+                event = json.loads(events.recv(timeout=20))
+        return event
+
+    ids: list = []
+    assert set(ended_event(worker.key, ids)["job"]["result"]["artifacts"]) == ARTIFACTS
+    read = ended_event(READ_KEY, ids)["job"]["result"]
+    assert read["error"] == "The testing plugin refuses." and "artifacts" not in read
