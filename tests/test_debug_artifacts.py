@@ -225,7 +225,7 @@ def test_one_trace_at_a_time_and_a_cancel_gives_the_trace_up(api, site):
 
 
 def test_a_full_store_keeps_the_answer_and_says_which_files_it_left_out(make_worker, site):
-    worker = make_worker({"MEDIA_MAX_MB": "0.02"})  # 20 KB: less than the trace with its screenshots
+    worker = make_worker({"MEDIA_MAX_MB": "0.001"})  # 1 KiB: less than any PNG or trace
     with worker.client() as api:
         response = api.post("/main/plugin/testing/visit", json={"url": f"{site.url}/noisy.html"},
                             headers={"X-Debug": "on-failure"})
@@ -234,7 +234,7 @@ def test_a_full_store_keeps_the_answer_and_says_which_files_it_left_out(make_wor
         assert body["error"] == "The page Noisy did not show what the flow expected."
         artifacts = body["artifacts"]
         left_out = [name for name in ("screenshot", "html", "console", "network", "trace") if artifacts[name] is None]
-        assert "trace" in left_out and len(artifacts["notes"]) == len(left_out)
+        assert {"screenshot", "trace"} <= set(left_out) and len(artifacts["notes"]) == len(left_out)
         assert all(note.startswith(f"No {name}: The media store is full") and "MEDIA_MAX_MB" in note
                    for name, note in zip(left_out, artifacts["notes"], strict=True)), artifacts["notes"]
 
