@@ -57,10 +57,20 @@ def key_role(authorization: str) -> str | None:
     return role
 
 
+def request_role(request: HttpRequest) -> str | None:
+    """`key_role` of a request's Authorization header, checked once a request
+    (the activity gate and DRF's authentication both ask)."""
+    try:
+        return request._penelope_key_role
+    except AttributeError:
+        role = request._penelope_key_role = key_role(request.META.get("HTTP_AUTHORIZATION", ""))
+        return role
+
+
 def key_matches(request: HttpRequest) -> bool:
     """Whether the request carries one of the worker's keys, full or read,
     compared in constant time. A worker without a key accepts none."""
-    return authorization_matches(request.headers.get("Authorization", ""))
+    return request_role(request) is not None
 
 
 def authorization_matches(authorization: str) -> bool:
@@ -89,7 +99,7 @@ class BearerKey(BaseAuthentication):
     authenticated (None), and `HasKey` answers 401 with `REALM`."""
 
     def authenticate(self, request: Any) -> tuple[KeyHolder, str] | None:
-        role = key_role(request._request.headers.get("Authorization", ""))
+        role = request_role(request._request)
         return (HOLDERS[role], "bearer") if role else None
 
     def authenticate_header(self, request: Any) -> str:

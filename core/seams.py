@@ -12,26 +12,34 @@ requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0.
 
 1. `ThreadlessApiHandler` replaces `django.core.handlers.asgi.ASGIHandler.__call__`
-   (Django 5.2.19) for paths under /api/: it calls `handle()` without the
-   `ThreadSensitiveContext` Django opens per request, which gives each
-   request a thread of its own for its sync steps (asgiref starts it at the
-   request's first `sync_to_async`, which is at the latest Django's own
-   `response.close()`). Gain, docs/BENCHMARKS.md: "Issue 12" table, row
-   "`Thread.start` under Django's `ASGIHandler`": 11.4 % of the event loop's
-   samples; "Before and after issue 11 (py-spy)", row "Django's ASGI
-   handler: a thread started per request": 24 % + 11.7 % of the worker's
-   samples under wrk at c=32.
+   and `handle` (Django 5.2.19) for paths under /api/ with `handle_api`.
+   Django's `__call__` opens a `ThreadSensitiveContext` per request, which
+   gives each request a thread of its own for its sync steps; its `handle`
+   sends `request_started`, runs the view and a disconnect listener as two
+   tasks under `asyncio.wait`, and closes the answer through `sync_to_async`
+   (a thread hop). `handle_api` runs the view in daphne's own task with one
+   watcher task that cancels it on `http.disconnect` (as Django's does), sends
+   no `request_started` (its only receiver returns at once for /api/, piece
+   2) and closes the answer on the loop. It reuses `read_body`,
+   `create_request`, `run_get_response` and `send_response` as they are.
+   Gain, docs/BENCHMARKS.md: "Issue 12" table, row "`Thread.start` under
+   Django's `ASGIHandler`": 11.4 % of the event loop's samples; "Issue 27:
+   the server's floor": the reference at c=32 from about 1,380 to 2,420
+   requests per second, the close's hop and the two tasks being most of it.
 
 2. `keep_request_started_off_api` replaces the two receivers
    `django/db/__init__.py` (Django 5.2.19) connects to `request_started`
    (`reset_queries`, `close_old_connections`) with one async receiver that
-   runs them outside /api/ only. With any sync receiver connected,
-   `ASGIHandler.handle`'s `request_started.asend()` hops to a thread before
-   every view. Gain, docs/BENCHMARKS.md "Issue 12" table, row
-   "`request_started`'s sync receivers": one thread hop per request. Timed
-   in process (3,000 sends, median, three rounds): 124 to 238 µs with
-   Django's receivers, 32 to 37 µs with this one; the reference request
-   (`GET /api/v1/main`) takes 1.14 ms at p50 in the last full run.
+   runs them outside /api/ only, and its `close_old_connections` on
+   `request_finished` with one that skips the event loop's thread (where
+   piece 1 closes an API answer; that thread holds no request's connection).
+   With any sync receiver connected, `ASGIHandler.handle`'s
+   `request_started.asend()` hops to a thread before every view. Gain,
+   docs/BENCHMARKS.md "Issue 12" table, row "`request_started`'s sync
+   receivers": one thread hop per request. Timed in process (3,000 sends,
+   median, three rounds): 124 to 238 µs with Django's receivers, 32 to 37 µs
+   with this one; the reference request (`GET /api/v1/main`) takes 1.14 ms
+   at p50 in the last full run.
 
 3. `WholeBodyRequest` replaces `rest_framework.request.Request._load_stream`
    (DRF 3.18.3), which treats a body without a Content-Length (a chunked
@@ -47,7 +55,11 @@ Twisted 26.10.0, asgiref 3.13.0.
    through `sync_to_async`; and DRF's `finalize_response`
    (`rest_framework.views.APIView`, 3.18.3), which would add
    `default_response_headers` (`Allow` on every answer, `Vary`), is skipped:
-   the views answer plain `HttpResponse`s and set their own headers. Gain:
+   the views answer plain `HttpResponse`s and set their own headers. It
+   also replaces adrf's `dispatch`, which asks Django's `view_is_async`
+   (an inspection of every handler) on each request, and makes a view
+   class's parsers, authenticators and negotiator once (DRF makes them per
+   request; they hold no state). Gain:
    docs/BENCHMARKS.md has no row for it ("Before and after issue 11" puts
    DRF and adrf together, with this dispatch, under 0.5 % of the samples).
    Timed in process (`AsyncRequestFactory`, a view shaped like the
@@ -63,6 +75,9 @@ Twisted 26.10.0, asgiref 3.13.0.
    alone. Gain, docs/BENCHMARKS.md "Before and after issue 11 (py-spy)", row
    "the admin's six `MiddlewareMixin` middlewares": about 9 % of the
    worker's samples on an API request before, none after.
+
+Pieces 6 and 7 live in core/server_seams.py (daphne and Twisted), and are
+imported here.
 
 6. `bound_request_bodies` replaces `daphne.http_protocol.WebRequest` (daphne
    4.2.3), the class `HTTPFactory.buildProtocol` looks up in its module for
@@ -109,18 +124,21 @@ choice among public APIs.
 
 from __future__ import annotations
 
-import io
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from adrf.requests import AsyncRequest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.core import signals
-from django.core.handlers.asgi import ASGIHandler
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.db import close_old_connections, reset_queries
 from django.http import HttpRequest, HttpResponseBase
+from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
+
+from core.server_seams import bound_request_bodies, bound_request_heads  # noqa: F401 - pieces 6 and 7
 
 # The paths whose requests run without a thread of their own: the API's views
 # are async and reach the database through core/db_thread.py only.
@@ -131,15 +149,59 @@ THREADLESS_PREFIX = "/api/"
 
 
 class ThreadlessApiHandler(ASGIHandler):
-    """Django's ASGI handler; an /api/ request's few sync steps run on
-    asgiref's one shared thread instead of a thread started for it. The
-    admin, whose views are sync, keeps Django's way."""
+    """Django's ASGI handler; an /api/ request runs in daphne's own task,
+    with no thread of its own and no hop to one (`handle_api`). The admin,
+    whose views are sync, keeps Django's way."""
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope["path"].startswith(THREADLESS_PREFIX):
-            await self.handle(scope, receive, send)
+            await self.handle_api(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
+
+    async def handle_api(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """What Django's `handle` does for a request, in one task: the body,
+        the request, the middleware and view, the answer, its close. A client
+        that disconnects before its answer is sent cancels the view, as with
+        Django. Not sent: `request_started`, whose one receiver returns at once
+        for /api/ (piece 2)."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            error_response.close()
+            return
+        this_task = asyncio.current_task()
+        watcher = asyncio.get_running_loop().create_task(_cancel_on_disconnect(receive, this_task))
+        response = None
+        try:
+            response = await self.run_get_response(request)
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            if not (watcher.done() and not watcher.cancelled() and watcher.result()):
+                raise  # cancelled from outside, not by the client's disconnect
+            this_task.uncancel()
+        finally:
+            watcher.cancel()
+            body_file.close()
+        if response is None:
+            await signals.request_finished.asend(sender=self.__class__)
+        else:
+            response.close()  # its receivers do no I/O on the loop (piece 2)
+
+
+async def _cancel_on_disconnect(receive: Callable, task: asyncio.Task) -> bool:
+    """Cancel `task` when the client disconnects (the only message left once
+    the body is read); answers whether it did."""
+    if (await receive())["type"] != "http.disconnect":
+        return False
+    task.cancel()
+    return True
 
 
 # --- 2. request_started's receivers -----------------------------------------------------
@@ -159,12 +221,26 @@ def _reset_and_close() -> None:
     close_old_connections()
 
 
+def close_old_connections_off_loop(**kwargs: Any) -> None:
+    """Django's request_finished receiver `close_old_connections`, except on
+    the event loop's thread: an API request's answer is closed there, and the
+    loop's thread holds no request's connection (the API's go through
+    core/db_thread.py), while touching one there would be async-unsafe."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a thread of its own (the admin's request): Django's way
+        close_old_connections(**kwargs)
+
+
 def keep_request_started_off_api() -> None:
-    """Swap Django's sync request_started receivers for the async one above
-    (once, before the server runs)."""
+    """Swap Django's sync request_started receivers for the async one above,
+    and request_finished's `close_old_connections` for the one that skips
+    the loop's thread (once, before the server runs)."""
     signals.request_started.disconnect(reset_queries)
     signals.request_started.disconnect(close_old_connections)
     signals.request_started.connect(request_started_outside_api, weak=False)
+    signals.request_finished.disconnect(close_old_connections)
+    signals.request_finished.connect(close_old_connections_off_loop, weak=False)
 
 
 # --- 3. and 4. DRF's request, adrf's dispatch --------------------------------------------
@@ -193,12 +269,21 @@ class InlineDispatch:
 
     response_headers: dict[str, str] = {}
 
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        # adrf's asks `view_is_async` each time, which inspects every handler.
+        return self.async_dispatch(request, *args, **kwargs)
+
     def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> WholeBodyRequest:
+        parts = type(self).__dict__.get("_request_parts")
+        if parts is None:  # made once per view class: DRF's parsers, authenticators and negotiator hold no state
+            parts = (self.get_parsers(), self.get_authenticators(), self.get_content_negotiator())
+            type(self)._request_parts = parts
+        parsers, authenticators, negotiator = parts
         return WholeBodyRequest(
             request,
-            parsers=self.get_parsers(),
-            authenticators=self.get_authenticators(),
-            negotiator=self.get_content_negotiator(),
+            parsers=parsers,
+            authenticators=authenticators,
+            negotiator=negotiator,
             parser_context=self.get_parser_context(request),
         )
 
@@ -252,100 +337,6 @@ class MiddlewareChain:
             if response is not None:
                 return response
         return None
-
-
-# --- 6. daphne's request class -----------------------------------------------------------
-
-
-def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
-    """Make daphne build every HTTP request as a subclass of its WebRequest
-    that refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE as it arrives:
-    `refusal(method, path, what)` gives the whole answer, written before the
-    connection is closed and nothing more of the body is read. Call it before
-    the server runs; answers the class. daphne is imported here, not at the
-    top: Twisted's modules are import-order sensitive (core/serving.py)."""
-    from daphne import http_protocol
-
-    class BoundedRequest(http_protocol.WebRequest):
-        _body_bytes = 0
-        _refused = False
-
-        def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
-            if length is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-                self._refuse(f"declared {length} bytes")
-                return
-            super().gotLength(length)
-
-        def handleContentChunk(self, data: bytes) -> None:  # noqa: N802 - Twisted's name
-            if self._refused:
-                return
-            self._body_bytes += len(data)
-            if self._body_bytes > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-                self._refuse(f"more than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes received")
-                return
-            super().handleContentChunk(data)
-
-        def _refuse(self, what: str) -> None:
-            self._refused = True
-            self.content = io.BytesIO()  # what Twisted closes at the end of the request
-            # The request line as the channel parsed it: the request's own
-            # `method` and `uri` are set only once the whole body is in.
-            method = getattr(self.channel, "_command", b"").decode("latin-1")
-            path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
-            transport = self.channel.transport
-            transport.write(refusal(method, path, what))
-            transport.loseConnection()  # stops reading: the rest of the body is never received
-
-    http_protocol.WebRequest = BoundedRequest
-    return BoundedRequest
-
-
-# --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
-
-
-def bound_request_heads(limit: int, refusal: Callable[[str, str], bytes]) -> type:
-    """Make daphne read every HTTP/1.1 connection with a subclass of Twisted's
-    HTTPChannel that, when a request's line and headers pass `limit` bytes
-    (one line, or all of them together, counted as Twisted counts them:
-    without their line ends), writes `refusal(method, path)` (the whole
-    answer) and closes the connection, where Twisted would answer a bare 400
-    or close without a word. Call it before the server runs; answers the
-    class. daphne is imported here, not at the top, as for
-    `bound_request_bodies`."""
-    from daphne import http_protocol
-    from twisted.web import http
-
-    class BoundedChannel(http.HTTPChannel):
-        MAX_LENGTH = limit  # one line (LineReceiver)
-        totalHeadersSize = limit  # the request line and the headers together (HTTPChannel)
-
-        def lineReceived(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
-            # Twisted's own check, made first: past it Twisted answers a bare 400.
-            if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
-                self._refuse_head(line)
-                return None
-            return super().lineReceived(line)
-
-        def lineLengthExceeded(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
-            self._refuse_head(line)
-
-        def _refuse_head(self, received: bytes) -> None:
-            # The request line as the channel parsed it, when the line past the
-            # bound is a header; else what arrived of the request line itself.
-            method, target = getattr(self, "_command", None), getattr(self, "_path", None)
-            if method is None or target is None:
-                first = received.split(b"\r\n", 1)[0]
-                method, _, rest = first.partition(b" ")
-                target = rest.split(b" ", 1)[0]
-            path = target.decode("latin-1").split("?", 1)[0]
-            self.transport.write(refusal(method.decode("latin-1"), path))
-            self.loseConnection()  # as Twisted's own refusal does: nothing more is read
-
-    def protocol(factory: http.HTTPFactory) -> http._GenericHTTPChannelProtocol:
-        return http._GenericHTTPChannelProtocol(BoundedChannel())
-
-    http_protocol.HTTPFactory.protocol = protocol
-    return BoundedChannel
 
 
 # --- 8. the ORM's INSERT, without save() around it ---------------------------------------

@@ -10,6 +10,7 @@ All in process, no browser, no server."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import re
@@ -27,6 +28,7 @@ from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections, connections, reset_queries
 from django.http import HttpResponse
 from django.test import AsyncRequestFactory
+from django.urls import path
 from django.utils.module_loading import import_string
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
@@ -46,13 +48,16 @@ def thread_name() -> str:
 
 
 def recording(handler_class: type[ASGIHandler]) -> tuple[ASGIHandler, list[tuple[object, str]]]:
-    """A handler of `handler_class` whose `handle` records the request's
-    thread-sensitive context and the thread its sync steps would run on."""
+    """A handler of `handler_class` whose `handle` (and `handle_api`) records
+    the request's thread-sensitive context and the thread its sync steps would
+    run on."""
     seen: list[tuple[object, str]] = []
 
     class Recording(handler_class):
         async def handle(self, scope, receive, send):
             seen.append((SyncToAsync.thread_sensitive_context.get(None), await sync_to_async(thread_name)()))
+
+        handle_api = handle
 
     return Recording(), seen
 
@@ -65,9 +70,10 @@ async def test_django_gives_each_request_a_thread_of_its_own_and_the_api_is_spar
     """Django 5.2's `ASGIHandler.__call__` opens a `ThreadSensitiveContext`
     per request, then calls `self.handle(scope, receive, send)`; asgiref
     gives each such context a thread for its sync steps.
-    `ThreadlessApiHandler` calls `handle` itself for /api/ and relies on both.
-    If this fails, read `ASGIHandler.__call__` and `handle` of the new Django:
-    if `__call__` no longer opens a context per request, remove the override."""
+    `ThreadlessApiHandler` calls `handle_api` itself for /api/, outside any
+    such context. If this fails, read `ASGIHandler.__call__` and `handle` of
+    the new Django: if `__call__` no longer opens a context per request,
+    remove the override."""
     django_handler, django_seen = recording(ASGIHandler)
     await request(django_handler, "/api/v1/main")
     await request(django_handler, "/api/v1/main")
@@ -83,6 +89,117 @@ async def test_django_gives_each_request_a_thread_of_its_own_and_the_api_is_spar
     assert api_context is None and other_api_context is None
     assert api_thread == other_api_thread  # asgiref's one shared thread
     assert admin_context is not None  # the admin keeps Django's way
+
+
+async def answered(handler: ASGIHandler, path: str, receive=None) -> tuple[list[dict], list[str]]:
+    """One ASGI request through `handler`: what it sent, and the threads
+    request_finished's receivers ran on."""
+    sent: list[dict] = []
+    finished_on: list[str] = []
+
+    def finished(sender, **kwargs):
+        finished_on.append(thread_name())
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "path": path, "method": "GET", "headers": [], "query_string": b""}
+    signals.request_finished.connect(finished)
+    try:
+        await handler(scope, receive or request_then_nothing(), send)
+    finally:
+        signals.request_finished.disconnect(finished)
+    return sent, finished_on
+
+
+@pytest.fixture
+def waiting_view(settings):
+    """/api/v1/waits: a view that waits until it is cancelled (the events it
+    sets say when it started and that it was cancelled), with no middleware."""
+    settings.ROOT_URLCONF = __name__
+    settings.MIDDLEWARE = []
+    WAITS.update(started=asyncio.Event(), cancelled=asyncio.Event())
+    return WAITS
+
+
+async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings):
+    """Django 5.2's `handle` closes each answer with
+    `sync_to_async(response.close)`, so request_finished's receivers run on a
+    thread: one hop per request. `handle_api` sends the same messages and
+    closes the answer on the loop's own thread. If this fails, read
+    `ASGIHandler.handle` and `send_response` of the new Django."""
+    settings.ROOT_URLCONF = __name__
+    settings.MIDDLEWARE = []
+    django_sent, django_finished = await answered(ASGIHandler(), "/api/v1/plain")
+    our_sent, our_finished = await answered(seams.ThreadlessApiHandler(), "/api/v1/plain")
+    assert django_sent == our_sent
+    assert our_sent[0]["status"] == 200 and our_sent[1]["body"] == b'{"plain":true}'
+    assert django_finished != [thread_name()] and our_finished == [thread_name()]
+
+
+@pytest.mark.parametrize("handler_class", [ASGIHandler, seams.ThreadlessApiHandler])
+async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view):
+    """Django cancels the view when `http.disconnect` arrives before the answer
+    is sent, sends nothing and still sends request_finished; `handle_api`
+    does the same in one task, and ends without raising."""
+    gone = asyncio.Event()
+    messages = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive():
+        try:
+            return next(messages)
+        except StopIteration:
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+    request_task = asyncio.create_task(answered(handler_class(), "/api/v1/waits", receive))
+    await asyncio.wait_for(waiting_view["started"].wait(), 5)
+    gone.set()
+    sent, finished_on = await asyncio.wait_for(request_task, 5)
+    assert waiting_view["cancelled"].is_set()
+    assert sent == [] and len(finished_on) == 1
+
+
+async def test_a_cancel_from_outside_still_cancels_the_request(waiting_view):
+    """A cancel that is not the client's disconnect (the server stopping) is
+    not swallowed by `handle_api`."""
+    request_task = asyncio.create_task(answered(seams.ThreadlessApiHandler(), "/api/v1/waits"))
+    await asyncio.wait_for(waiting_view["started"].wait(), 5)
+    request_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request_task
+    assert waiting_view["cancelled"].is_set()
+
+
+def request_then_nothing():
+    """An ASGI `receive` for a GET whose client stays: the request, then nothing."""
+    messages = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive():
+        for message in messages:
+            return message
+        await asyncio.Event().wait()
+
+    return receive
+
+
+WAITS: dict[str, asyncio.Event] = {}
+
+
+async def waits(request):
+    WAITS["started"].set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        WAITS["cancelled"].set()
+        raise
+
+
+async def plain(request):
+    return HttpResponse(b'{"plain":true}', content_type="application/json")
+
+
+urlpatterns = [path("api/v1/waits", waits), path("api/v1/plain", plain)]
 
 
 # --- 2. request_started's receivers -----------------------------------------------------
@@ -167,6 +284,32 @@ def test_the_swap_leaves_request_started_with_async_receivers_only(swapped_reque
     assert seams.request_started_outside_api in {
         live(receiver) for _key, receiver, _ in signals.request_started.receivers
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_request_finished_closes_connections_off_the_loop_only():
+    """Django 5.2 connects `close_old_connections`, `close_caches` and
+    `reset_urlconf` to request_finished, all sync: `handle_api` closes an
+    answer on the loop's thread, so the swap makes the first skip that
+    thread (which holds no request's connection, and where touching one is
+    async-unsafe). If this fails, Django connects another receiver: check
+    that it does no I/O before an answer is closed on the loop."""
+    from django.core.cache import close_caches
+    from django.core.handlers.base import reset_urlconf
+
+    names = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
+    assert names <= {close_old_connections, close_caches, reset_urlconf, seams.close_old_connections_off_loop}
+    connection = connections["default"]
+    connection.ensure_connection()
+    connection.close_at = 0  # obsolete: close_old_connections closes it
+
+    async def on_the_loop():
+        seams.close_old_connections_off_loop()
+
+    asyncio.run(on_the_loop())
+    assert connection.connection is not None  # skipped on the loop
+    seams.close_old_connections_off_loop()
+    assert connection.connection is None  # closed anywhere else, as Django would
 
 
 # --- 3. DRF's request stream -----------------------------------------------------------
