@@ -1,5 +1,5 @@
 """Before and after, side by side: the c=1 and c=32 measures of `bench.run`
-on two checkouts at once, their workers taking turns, so both see the same
+(and its browser steps) on two checkouts at once, their workers taking turns, so both see the same
 machine. A shared machine's load moves too much between two runs for a
 before/after of a few tenths of a millisecond.
 
@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+
 import harness.worker as worker_harness
 from bench import load
 from bench.stats import Latency, Throughput
@@ -25,6 +27,14 @@ from bench.worker_calls import HOLD, NOOP, PLUGINS, REFERENCE_ROUTE, start_job, 
 from harness.worker import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
+# A browser step (bench/phases/steps.py): `1+1` as a primitive, a plugin call and a job long-polled.
+PRIMITIVE, EVALUATE, EXPRESSION = "/main/primitive/evaluate", "/main/plugin/web/evaluate", {"expression": "1+1"}
+
+
+def evaluate_job(client: httpx.Client) -> httpx.Response:
+    started = client.post(EVALUATE, json=EXPRESSION, headers={"X-Result-Ttl": "5"})
+    assert started.status_code == 202, started.text
+    return client.get(f"/jobs/{started.json()['job_id']}", params={"wait": "10"})
 
 
 @contextlib.contextmanager
@@ -62,14 +72,19 @@ def main() -> None:
             order = list(clients.items()) if n % 2 == 0 else list(reversed(clients.items()))
             for name, client in order:
                 steps = [("reference", lambda c=client: c.get(REFERENCE_ROUTE)),
-                         ("hold start", lambda c=client: start_job(c, HOLD))]
+                         ("hold start", lambda c=client: start_job(c, HOLD)),
+                         ("primitive evaluate", lambda c=client: c.post(PRIMITIVE, json=EXPRESSION)),
+                         ("plugin evaluate", lambda c=client: c.post(EVALUATE, json=EXPRESSION)),
+                         ("evaluate job + wait", lambda c=client: evaluate_job(c))]
                 if n % 4 == 0:
                     steps.append(("noop start", lambda c=client: start_job(c, NOOP)))
                 for step, call in steps:
                     elapsed, answer = load.timed_ms(call)
                     timings.setdefault((name, step), []).append(elapsed)
-                    if step != "reference":
+                    if isinstance(answer, str):  # a job started: its end, untimed
                         wait_done(client, answer)
+                    elif isinstance(answer, httpx.Response):
+                        assert answer.status_code == 200, answer.text
         polled = {name: start_job(client, NOOP, **{"X-Result-Ttl": "600"}) for name, client in clients.items()}
         for name, client in clients.items():
             wait_done(client, polled[name])
@@ -89,7 +104,7 @@ def main() -> None:
 
     print(f"before: {trees['before']}\nafter:  {trees['after']}\n")
     print("| measurement | before | after |\n|---|---|---|")
-    for step in ("reference", "hold start", "noop start"):
+    for step in ("reference", "hold start", "noop start", "primitive evaluate", "plugin evaluate", "evaluate job + wait"):
         cells = []
         for name in trees:
             latency, ref = Latency.of(timings[(name, step)]), Latency.of(timings[(name, "reference")])

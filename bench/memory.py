@@ -1,22 +1,49 @@
-"""Resident memory of a worker process and of its browser, from Linux /proc,
-with the worker's own helpers (browser/runner.py)."""
+"""A worker's memory three ways, from Linux: the proportional set size of its
+process tree (a page shared by N processes counts 1/N in each), what its
+cgroup is charged (bench/cgroup.py), and the sum of resident sizes (which
+counts Chromium's shared pages once per process). The worker's own helpers
+read /proc (browser/processes.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from browser.processes import _descendants, _is_browser, _rss
+from bench.cgroup import MemoryCgroup
+from browser.processes import _descendants, _is_browser, _pss, _rss
 
 MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Memory:
-    worker_mb: float
-    browser_mb: float
+    worker_mb: float  # resident
+    browser_mb: float  # resident, summed over the browser's processes
     browser_processes: int
+    worker_pss_mb: float  # the worker and its helpers (Playwright's driver)
+    browser_pss_mb: float
+    charged_mb: float | None  # the cgroup's charge, when the worker runs in one of its own
+    working_set_mb: float | None  # the charge less inactive page cache
 
     @classmethod
-    def of(cls, worker_pid: int) -> Memory:
-        browser = [pid for pid in _descendants(worker_pid) if _is_browser(pid)]
-        return cls(_rss(worker_pid) / MB, sum(_rss(pid) for pid in browser) / MB, len(browser))
+    def of(cls, worker_pid: int, cgroup: MemoryCgroup | None = None) -> Memory:
+        tree = _descendants(worker_pid)
+        browser = [pid for pid in tree if _is_browser(pid)]
+        others = [worker_pid, *(pid for pid in tree if pid not in browser)]
+        return cls(
+            _rss(worker_pid) / MB, sum(_rss(pid) for pid in browser) / MB, len(browser),
+            sum(_pss(pid) for pid in others) / MB, sum(_pss(pid) for pid in browser) / MB,
+            cgroup.charged_bytes() / MB if cgroup else None, cgroup.working_set_bytes() / MB if cgroup else None,
+        )
+
+    @property
+    def pss_mb(self) -> float:
+        return self.worker_pss_mb + self.browser_pss_mb
+
+    @property
+    def rss_mb(self) -> float:
+        return self.worker_mb + self.browser_mb
+
+    def columns(self) -> str:
+        """The three figures, labelled: charged first, the resident sum last."""
+        charged = f"charged {self.charged_mb:.0f} MB (working set {self.working_set_mb:.0f}), " if self.charged_mb else ""
+        return f"{charged}PSS {self.pss_mb:.0f} MB, resident sum {self.rss_mb:.0f} MB"

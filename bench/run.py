@@ -29,15 +29,19 @@ from pathlib import Path
 import httpx
 
 from bench import load
+from bench.cgroup import MemoryCgroup
 from bench.memory import Memory
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.live import live_phase
 from bench.phases.memory import max_pages_memory, memory_rows
 from bench.phases.metrics import metrics_phase
+from bench.phases.personas import personas_phase
 from bench.phases.queue import queue_phase
 from bench.phases.requests import c1_phase, floor_phase, throughput_phase
 from bench.phases.schedules import schedules_phase
+from bench.phases.soak import soak_phase
+from bench.phases.steps import steps_phase
 from bench.phases.store import store_phase
 from bench.profiling import profiled
 from bench.report import FULL, QUICK, Plan, Report, machine, table, versions, write
@@ -54,8 +58,8 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules", "live",
-          "peer", "memory", "store")
+PHASES = ("steps", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
+          "live", "peer", "memory", "store", "soak", "personas")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -64,7 +68,8 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
     scratch = Path(tempfile.mkdtemp(prefix="penelope-bench-"))
     load_before = os.getloadavg()
     began = time.time()
-    worker = WorkerProcess(scratch / "store", env={"PENELOPE_PLUGINS": PLUGINS})
+    cgroup = MemoryCgroup.make("penelope-bench")  # the worker's memory as the kernel charges it
+    worker = WorkerProcess(scratch / "store", env={"PENELOPE_PLUGINS": PLUGINS}, before_exec=cgroup.join if cgroup else None)
     try:
         print(f"[{plan.name}] starting a worker (serve, daphne, Chromium) on loopback, store {scratch}", flush=True)
         worker.start()
@@ -74,13 +79,17 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
             print("warm-up; memory idle", flush=True)
             warm_up(client, plan)
             time.sleep(1)
-            idle = Memory.of(pid)
+            idle = Memory.of(pid, cgroup)
+            if "steps" in phases:
+                print("a browser step: raw Playwright, a primitive, a plugin call, a job", flush=True)
+                with profiled(pid, profile_dir, "steps"):
+                    steps_phase(worker, client, plan, report)
             if "c1" in phases or "memory" in phases:
                 print("c=1: reference and job starts", flush=True)
                 with profiled(pid, profile_dir, "c1"):
                     c1_phase(client, plan, report)
                 time.sleep(1)
-                after_jobs = Memory.of(pid)
+                after_jobs = Memory.of(pid, cgroup)
             if "throughput" in phases:
                 print(f"c={plan.concurrency}: reference and polls ({client_name})", flush=True)
                 with profiled(pid, profile_dir, "throughput"):
@@ -126,18 +135,26 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                     peer_phase(client, plan, report, scratch)
             if "memory" in phases:
                 print("memory with MAX_PAGES pages open", flush=True)
-                pages, max_pages = max_pages_memory(worker, client)
+                pages, max_pages = max_pages_memory(worker, client, cgroup)
                 jobs_run = plan.c1_requests + (plan.c1_requests + 3) // 4  # hold jobs, and a quarter as many no-ops
                 memory_rows(report, idle, pages, max_pages, after_jobs, jobs_run)
         worker.stop()
         if "store" in phases:
             print("recovery, sweep and restart on their own stores", flush=True)
             store_phase(plan, report, scratch)
+        if "soak" in phases:
+            print("the soak: a persona's plain calls and jobs on 8 pages, on a worker of its own", flush=True)
+            soak_phase(plan, report, scratch)
+        if "personas" in phases:
+            print("personas per host, through the waker", flush=True)
+            personas_phase(plan, report, scratch)
     except BaseException:
         print(worker.log()[-5000:], file=sys.stderr)
         raise
     finally:
         worker.stop()
+        if cgroup:
+            cgroup.remove()
         shutil.rmtree(scratch, ignore_errors=True)
     load_after = os.getloadavg()
     loads = ", ".join(f"{x:.2f}" for x in load_before), ", ".join(f"{x:.2f}" for x in load_after)
@@ -149,6 +166,11 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
         ("c=1 figures: one keep-alive httpx client, the reference and the candidate alternating. "
          f"c={plan.concurrency} figures: {client_name}, {plan.throughput_rounds} alternating round(s) of "
          f"{plan.throughput_seconds:g} s each, the median round shown; the ratio is the median of paired rounds."),
+        ("Memory: " + (f"charged is the worker's own {'v2' if cgroup.v2 else 'v1'} memory cgroup (its usage, page cache "
+                       "included; the working set leaves out inactive page cache)" if cgroup else
+                       "no cgroup could be made here, so no charged figures")
+         + "; PSS sums the proportional set sizes of the worker's process tree; the resident sum counts "
+           "Chromium's shared pages once per process."),
     ]
     return report
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
 
 from browser.cookies import CookieJar
+from browser.flags import CHROMIUM_ARGS
 from browser.guard import PrivateGuard
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from core import events, metrics
@@ -28,18 +29,6 @@ from core.events import Event
 log = logging.getLogger("penelope.browser")
 
 SYSTEM_CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-# Chromium's own traffic (updates, sync, metrics) has no business on a
-# persona's connection, and in closed networks it only produces errors.
-CHROMIUM_ARGS = [
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-default-apps",
-    "--no-first-run",
-    "--disable-gpu",
-]
-
 
 class BrowserNotFound(RuntimeError):
     """No Chromium executable could be found; the message says what was tried."""

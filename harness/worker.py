@@ -38,11 +38,16 @@ def wait_until(condition: Callable[[], object], timeout: float = 30, interval: f
         time.sleep(interval)
 
 
-def start_manage(command: str, env: dict[str, str], log_path: Path, args: tuple[str, ...] = ()) -> subprocess.Popen:
-    """`manage.py <command> [args]` in a subprocess, its output appended to `log_path`."""
+def start_manage(
+    command: str, env: dict[str, str], log_path: Path, args: tuple[str, ...] = (),
+    before_exec: Callable[[], None] | None = None,
+) -> subprocess.Popen:
+    """`manage.py <command> [args]` in a subprocess, its output appended to
+    `log_path`; `before_exec` runs in the child first (joining a cgroup)."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "manage.py", command, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "manage.py", command, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=before_exec,
         )
 
 
@@ -63,8 +68,12 @@ def wait_healthy(process: subprocess.Popen, health_url: str, timeout: float, log
 
 
 class WorkerProcess:
-    def __init__(self, store: Path, env: dict[str, str] | None = None, key: str = TEST_KEY, args: tuple[str, ...] = ()):
+    def __init__(
+        self, store: Path, env: dict[str, str] | None = None, key: str = TEST_KEY, args: tuple[str, ...] = (),
+        before_exec: Callable[[], None] | None = None,
+    ):
         self.store = Path(store)
+        self.before_exec = before_exec  # run in the child before `manage.py` (the benchmark's cgroup)
         self.args = args  # more arguments of `serve` (--port is given through PENELOPE_PORT)
         self.key = key
         self.env = dict(env or {})
@@ -89,7 +98,7 @@ class WorkerProcess:
         }
         if not self.key:
             env.pop("PENELOPE_KEY")
-        self.process = start_manage("serve", env, self.log_path, self.args)
+        self.process = start_manage("serve", env, self.log_path, self.args, self.before_exec)
         if wait_healthy(self.process, self.base_url + "/api/v1/health", timeout, self.log):
             return self
         self.kill()

@@ -286,8 +286,11 @@ DATABASES = {
         "NAME": STORE_DIR / "penelope.db",
         "OPTIONS": {
             # WAL survives a process crash with every committed row; synchronous
-            # NORMAL may lose the last transactions on a power loss.
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # NORMAL may lose the last transactions on a power loss. A new
+            # store is made with incremental auto-vacuum, so the store sweep
+            # gives the pages it freed back to the disk (core/db_thread.py,
+            # `release_free_pages`); on a store made before, the PRAGMA does nothing.
+            "init_command": "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "transaction_mode": "IMMEDIATE",
             # How long a write waits for another process's write lock
             # (seconds): an operator's command, a backup.

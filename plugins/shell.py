@@ -27,8 +27,9 @@ from django.conf import settings
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
+from browser.flags import CHROMIUM_ARGS
 from browser.processes import clear_stale_profile_lock, profile_holder
-from browser.runner import CHROMIUM_ARGS, BrowserNotFound, find_executable, proxy_settings
+from browser.runner import BrowserNotFound, find_executable, proxy_settings
 from core import store_lock
 from core.api import error_line, first_line
 from plugins.framework import Action, Context, Outcome, families, find_action, run_action

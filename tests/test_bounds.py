@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.waker import WakerProcess
 from harness.worker import free_port
-from tests.support.waker import WakerProcess
 
 BODY_MB = 200
 CHUNK = b"x" * 65536

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import wait_until
 from tests.support import browser_soak
 from tests.support.faults import ChromiumWrapper, browser_pids, kill_browser, kill_renderers
-from tests.support.waker import WakerProcess
 
 FAST_RELAUNCH = {"BROWSER_RELAUNCH_S": "0.2", "PAGE_WAIT_S": "30", "WEBHOOK_ATTEMPTS_S": "0,0.5,1,1.5"}
 BROWSER_STOPPED = "The browser stopped during the call; it is being launched again."

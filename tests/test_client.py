@@ -27,9 +27,9 @@ import httpx
 import pytest
 
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.conftest import TEST_PLUGINS, worker_env
-from tests.support.waker import WakerProcess
 
 # The client is its own package; CI tests it from the checkout, uninstalled.
 CLIENT = ROOT / "client"

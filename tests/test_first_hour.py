@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 
+from harness.waker import WakerProcess
 from harness.worker import ROOT, WorkerProcess, free_port
-from tests.support.waker import WakerProcess
 from tests.test_operator_commands import manage
 from tests.test_serve import serve_until_exit
 

@@ -13,8 +13,8 @@ import socket
 import httpx
 import pytest
 
+from harness.waker import WakerProcess
 from harness.worker import free_port
-from tests.support.waker import WakerProcess
 
 LIMIT = 16384
 # What Twisted counts for the request line and a Host header: the lines without their CRLFs.

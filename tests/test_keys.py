@@ -15,8 +15,8 @@ import pytest
 from websockets.sync.client import connect
 
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import ROOT, wait_until
-from tests.support.waker import WakerProcess
 
 FIRST = "first-full-key-0123456789abcdefghij"
 SECOND = "second-full-key-0123456789abcdefghi"

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import WorkerProcess, wait_until
 from tests.conftest import TEST_PLUGINS, worker_env
-from tests.support.waker import WakerProcess
 
 # A failing webhook is tried twice, 0.3 s apart, then given up.
 WEBHOOK_ENV = {"WEBHOOK_ATTEMPTS_S": "0,0.3", "WEBHOOK_TIMEOUT_S": "2"}

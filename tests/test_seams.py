@@ -122,7 +122,7 @@ def waiting_view(settings):
     return WAITS
 
 
-async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings):
+async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings, swapped_request_started):
     """Django 5.2's `handle` closes each answer with
     `sync_to_async(response.close)`, so request_finished's receivers run on a
     thread: one hop per request. `handle_api` sends the same messages and
@@ -137,8 +137,9 @@ async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thre
     assert django_finished != [thread_name()] and our_finished == [thread_name()]
 
 
+@pytest.mark.django_db(transaction=True)  # request_finished closes a thread's old connection, as in the worker
 @pytest.mark.parametrize("handler_class", [ASGIHandler, seams.ThreadlessApiHandler])
-async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view):
+async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view, swapped_request_started):
     """Django cancels the view when `http.disconnect` arrives before the answer
     is sent, sends nothing and still sends request_finished; `handle_api`
     does the same in one task, and ends without raising."""
@@ -266,15 +267,21 @@ def live(receiver):
 
 @pytest.fixture
 def swapped_request_started():
-    """The swap installed for one test, and Django's receivers put back after."""
-    before = {live(receiver) for _key, receiver, _ in signals.request_started.receivers}
+    """The swaps installed for one test, as the worker installs them, and
+    Django's receivers put back after."""
+    started = {live(receiver) for _key, receiver, _ in signals.request_started.receivers}
+    finished = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
     seams.keep_request_started_off_api()
     yield
-    if seams.request_started_outside_api not in before:
+    if seams.request_started_outside_api not in started:
         signals.request_started.disconnect(seams.request_started_outside_api)
     for receiver in (reset_queries, close_old_connections):
-        if receiver in before:
+        if receiver in started:
             signals.request_started.connect(receiver)
+    if seams.close_old_connections_off_loop not in finished:
+        signals.request_finished.disconnect(seams.close_old_connections_off_loop)
+    if close_old_connections in finished:
+        signals.request_finished.connect(close_old_connections)
 
 
 def test_the_swap_leaves_request_started_with_async_receivers_only(swapped_request_started):

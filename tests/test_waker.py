@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import ROOT, free_port, start_manage, wait_healthy, wait_until
 from tests.conftest import TEST_PLUGINS
-from tests.support.waker import WakerProcess
 
 IDLE_TIMEOUT_S = 1.5
 # The waker's clock and the worker's are the same machine's, read a few ms apart.

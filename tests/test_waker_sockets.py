@@ -26,12 +26,12 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from harness.waker import WakerProcess
 from harness.worker import wait_until
 from tests import test_waker
 from tests.support.faults import real_chromium
 from tests.support.live import pass_checkpoint
 from tests.support.raw_socket import RawSocket
-from tests.support.waker import WakerProcess
 from tests.test_waker import IDLE_TIMEOUT_S, stop, stopped
 from waker import socket_relay
 

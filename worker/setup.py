@@ -29,13 +29,15 @@ async def sweep_jobs() -> None:
 
 
 async def sweep_store() -> None:
-    """Media files without a row and rows without a file; old request-log rows."""
+    """Media files without a row and rows without a file; old request-log
+    rows; then the pages the sweeps freed go back to the disk."""
     from activity.log import sweep_request_log_batch
-    from core.db_thread import adrain
+    from core.db_thread import adrain, release_free_pages
     from media_store.store import drop_orphans
 
     await on_db_thread(drop_orphans)()
     await adrain(sweep_request_log_batch)
+    await on_db_thread(release_free_pages)()
 
 
 async def check_browser_memory() -> None:

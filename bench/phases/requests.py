@@ -75,14 +75,25 @@ class PairedRounds:
 
     @classmethod
     def run(cls, key: str, plan: Plan, client_name: str, *, reference: str, candidate: str) -> PairedRounds:
-        rounds: dict[str, list[Throughput]] = {reference: [], candidate: []}
-        for _ in range(plan.throughput_rounds):
-            for url in (reference, candidate):
-                rounds[url].append(load.throughput(url, key, concurrency=plan.concurrency,
-                                                   seconds=plan.throughput_seconds, client=client_name))
-        ratios = sorted(c.rps / r.rps for r, c in zip(rounds[reference], rounds[candidate], strict=True))
-        median = [sorted(rounds[url], key=lambda r: r.rps)[len(rounds[url]) // 2] for url in (reference, candidate)]
-        return cls(ratios, median[0], median[1], sum(r.errors for r in rounds[candidate]))
+        rounds = rotated_rounds(key, plan, client_name, [reference, candidate])
+        return cls.of(rounds[reference], rounds[candidate])
+
+    @classmethod
+    def of(cls, reference: list[Throughput], candidate: list[Throughput]) -> PairedRounds:
+        """From rounds taken in turn: each candidate round against the reference round of its turn."""
+        ratios = sorted(c.rps / r.rps for r, c in zip(reference, candidate, strict=True))
+        median = [sorted(rounds, key=lambda r: r.rps)[len(rounds) // 2] for rounds in (reference, candidate)]
+        return cls(ratios, median[0], median[1], sum(r.errors for r in candidate))
+
+
+def rotated_rounds(key: str, plan: Plan, client_name: str, urls: list[str]) -> dict[str, list[Throughput]]:
+    """`plan.throughput_rounds` turns, each a round of every URL in order."""
+    rounds: dict[str, list[Throughput]] = {url: [] for url in urls}
+    for _ in range(plan.throughput_rounds):
+        for url in urls:
+            rounds[url].append(load.throughput(url, key, concurrency=plan.concurrency,
+                                               seconds=plan.throughput_seconds, client=client_name))
+    return rounds
 
 
 def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
@@ -105,47 +116,70 @@ def throughput_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, re
 
 
 def floor_phase(worker: WorkerProcess, client: httpx.Client, plan: Plan, report: Report, client_name: str) -> None:
-    """The cheapest authenticated route against the bare stack (bench/floor.py):
-    alternating at c=1, and in alternating rounds at c=32, like every pair."""
-    with Floor(worker.key) as floor, httpx.Client(base_url=floor.url + "/api/v1",
-                                                 headers={"Authorization": f"Bearer {worker.key}"}) as bare:
-        for _ in range(plan.warmup):
-            bare.get(REFERENCE_ROUTE).raise_for_status()
-        reference, floors = [], []
-        for _ in range(plan.c1_requests):
-            elapsed, response = load.timed_ms(lambda: bare.get(REFERENCE_ROUTE))
-            assert response.status_code == 200, response.text
-            floors.append(elapsed)
-            elapsed, response = load.timed_ms(lambda: client.get(REFERENCE_ROUTE))
-            assert response.status_code == 200, response.text
-            reference.append(elapsed)
-        bare_c1, ref_c1 = Latency.of(floors), Latency.of(reference)
-        report.add(Row("Floor: a bare async Django view with a bearer check under daphne, c=1", lat(bare_c1)))
-        ratio = ref_c1.p50 / bare_c1.p50
-        report.add(Row("GET /api/v1/main against the floor, c=1", lat(ref_c1), f"floor p50 {ms(bare_c1.p50)}",
-                       f"{ratio:.2f} ×", "p50 ≤ 1.4 × floor", ratio <= 1.4))
-        paired = PairedRounds.run(worker.key, plan, client_name, reference=floor.url + "/api/v1" + REFERENCE_ROUTE,
-                                  candidate=worker.base_url + "/api/v1" + REFERENCE_ROUTE)
-    ratios, ratio, bare, ref, errors = paired.ratios, paired.ratio, paired.reference, paired.candidate, paired.errors
+    """The cheapest authenticated route against the two floors (bench/floor.py):
+    a bare ASGI application and a bare Django view, each under the same
+    daphne. In turn at c=1; at c=32 in turns of one round each, every ratio
+    taken between rounds of the same turn."""
+    with Floor(worker.key, raw=True) as raw, Floor(worker.key) as floor:
+        sides = {"raw": raw.url + "/api/v1", "django": floor.url + "/api/v1", "worker": worker.base_url + "/api/v1"}
+        timings: dict[str, list[float]] = {side: [] for side in sides}
+        with httpx.Client(headers={"Authorization": f"Bearer {worker.key}"}) as bare:
+            for n in range(plan.warmup + plan.c1_requests):
+                for side, base in sides.items():
+                    ask = (lambda: client.get(REFERENCE_ROUTE)) if side == "worker" else (
+                        lambda base=base: bare.get(base + REFERENCE_ROUTE))
+                    elapsed, response = load.timed_ms(ask)
+                    assert response.status_code == 200, response.text
+                    if n >= plan.warmup:
+                        timings[side].append(elapsed)
+        raw_c1, django_c1, ref_c1 = (Latency.of(timings[side]) for side in sides)
+        urls = {side: base + REFERENCE_ROUTE for side, base in sides.items()}
+        rounds = rotated_rounds(worker.key, plan, client_name, list(urls.values()))
+    raw_rounds, django_rounds, worker_rounds = (rounds[urls[side]] for side in sides)
     c = plan.concurrency
-    report.add(Row(f"Floor, c={c} (median round)", rate(bare)))
-    report.add(Row(f"GET /api/v1/main against the floor, c={c} (median round)", rate(ref), f"floor {bare.rps:,.0f} req/s",
-                   f"{ratio:.2f} × (median of {len(ratios)} paired rounds: " + ", ".join(f"{r:.2f}" for r in ratios) + ")",
-                   "≥ 0.6 × floor, 0 errors", ratio >= 0.6 and errors == 0))
+    report.add(Row("Floor: a bare ASGI application (no Django) with a bearer check under daphne, c=1", lat(raw_c1)))
+    report.add(Row("Floor: a bare async Django view with a bearer check under daphne, c=1", lat(django_c1),
+                   f"ASGI floor p50 {ms(raw_c1.p50)}", f"{django_c1.p50 / raw_c1.p50:.2f} ×", "(Django's own price)"))
+    ratio = ref_c1.p50 / django_c1.p50
+    report.add(Row("GET /api/v1/main against the Django floor, c=1", lat(ref_c1), f"Django floor p50 {ms(django_c1.p50)}",
+                   f"{ratio:.2f} ×", "p50 ≤ 1.4 × Django floor", ratio <= 1.4))
+    report.add(Row("GET /api/v1/main against the ASGI floor, c=1", lat(ref_c1), f"ASGI floor p50 {ms(raw_c1.p50)}",
+                   f"{ref_c1.p50 / raw_c1.p50:.2f} ×", "(report)"))
+    raw_pair = PairedRounds.of(raw_rounds, worker_rounds)
+    django_pair = PairedRounds.of(django_rounds, worker_rounds)
+    price = PairedRounds.of(raw_rounds, django_rounds)
+    report.add(Row(f"Floor: the bare ASGI application, c={c} (median round)", rate(raw_pair.reference)))
+    report.add(Row(f"Floor: the bare Django view, c={c} (median round)", rate(django_pair.reference),
+                   f"ASGI floor {raw_pair.reference.rps:,.0f} req/s", f"{price.ratio:.2f} × ({rounds_text(price)})",
+                   "(Django's own price)"))
+    for pair, name, target, least in (
+        (django_pair, "the Django floor", "≥ 0.6 × Django floor, 0 errors", 0.6),
+        (raw_pair, "the ASGI floor", "≥ 0.35 × ASGI floor, 0 errors", 0.35),
+    ):
+        report.add(Row(f"GET /api/v1/main against {name}, c={c} (median round)", rate(pair.candidate),
+                       f"{name} {pair.reference.rps:,.0f} req/s", f"{pair.ratio:.2f} × ({rounds_text(pair)})",
+                       target, pair.ratio >= least and pair.errors == 0))
+
+
+def rounds_text(pair: PairedRounds) -> str:
+    return f"median of {len(pair.ratios)} paired rounds: " + ", ".join(f"{r:.2f}" for r in pair.ratios)
 
 
 class Floor:
-    """bench/floor.py in a process of its own, on a free loopback port."""
+    """bench/floor.py in a process of its own, on a free loopback port: the
+    Django view, or with `raw` the bare ASGI application."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, raw: bool = False) -> None:
         self.key = key
+        self.raw = raw  # the bare ASGI application, not the Django view
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Floor:
         env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-        self.process = subprocess.Popen([sys.executable, "-m", "bench.floor", str(self.port), self.key], cwd=ROOT, env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.floor", str(self.port), self.key,
+                                         *(["--raw"] if self.raw else [])], cwd=ROOT, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert self.process.stdout.readline().strip() == "ready", "the floor did not start"
         return self

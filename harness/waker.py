@@ -1,5 +1,6 @@
 """Start a real waker (`manage.py waker`) in a subprocess on loopback, with a
-personas file of the test's own; the waker starts real workers."""
+personas file of the caller's own; the waker starts real workers. Used by
+the tests and the benchmarks alike."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,14 @@ WAKER_TEST_KEY = "waker-test-key-0123456789"
 
 
 class WakerProcess:
-    def __init__(self, directory: Path, personas: list[dict[str, Any]], env: dict[str, str] | None = None):
-        """`personas` as in the file, without ports: each gets a free one."""
+    def __init__(
+        self, directory: Path, personas: list[dict[str, Any]], env: dict[str, str] | None = None,
+        before_exec: Callable[[], None] | None = None,
+    ):
+        """`personas` as in the file, without ports: each gets a free one.
+        `before_exec` runs in the waker's process before `manage.py` (the
+        benchmark's cgroup, which its workers then share)."""
+        self.before_exec = before_exec
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.personas = {p["name"]: {"port": free_port(), "store": p["name"], **p} for p in personas}
@@ -50,7 +58,7 @@ class WakerProcess:
             "PYTHONUNBUFFERED": "1",
             **self.env,
         }
-        self.process = start_manage("waker", env, self.log_path)
+        self.process = start_manage("waker", env, self.log_path, before_exec=self.before_exec)
         if wait_healthy(self.process, self.base_url + "/api/v1/health", timeout, self.log):
             return self
         self.stop()
