@@ -87,3 +87,16 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def drop_page_cache() -> bool:
+    """Ask the kernel to drop the clean page cache (root only), so that the
+    files a worker reads next (Chromium, Python, the code) are charged to its
+    cgroup as they would be in a fresh container; a file cached by another
+    cgroup is charged to that one. Answers whether it could."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("1")
+        return True
+    except OSError:
+        return False

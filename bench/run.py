@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench import load
-from bench.cgroup import MemoryCgroup
+from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
@@ -69,6 +69,7 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
     load_before = os.getloadavg()
     began = time.time()
     cgroup = MemoryCgroup.make("penelope-bench")  # the worker's memory as the kernel charges it
+    cold_cache = cgroup is not None and drop_page_cache()
     worker = WorkerProcess(scratch / "store", env={"PENELOPE_PLUGINS": PLUGINS}, before_exec=cgroup.join if cgroup else None)
     try:
         print(f"[{plan.name}] starting a worker (serve, daphne, Chromium) on loopback, store {scratch}", flush=True)
@@ -167,8 +168,11 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
          f"c={plan.concurrency} figures: {client_name}, {plan.throughput_rounds} alternating round(s) of "
          f"{plan.throughput_seconds:g} s each, the median round shown; the ratio is the median of paired rounds."),
         ("Memory: " + (f"charged is the worker's own {'v2' if cgroup.v2 else 'v1'} memory cgroup (its usage, page cache "
-                       "included; the working set leaves out inactive page cache)" if cgroup else
-                       "no cgroup could be made here, so no charged figures")
+                       "included; the working set leaves out inactive page cache)"
+                       + ("; the page cache was dropped before each measured worker or waker started, so the files "
+                          "it reads are charged to it as in a fresh container" if cold_cache else
+                          "; files already cached by another cgroup are charged to that one, not here")
+                       if cgroup else "no cgroup could be made here, so no charged figures")
          + "; PSS sums the proportional set sizes of the worker's process tree; the resident sum counts "
            "Chromium's shared pages once per process."),
     ]

@@ -152,7 +152,9 @@ def watch_connections() -> None:
 def release_free_pages() -> int:
     """Give the pages deletions left free back to the disk, so a store's file
     shrinks after the sweeps (a store made with `auto_vacuum=INCREMENTAL`;
-    on an older one this frees nothing). Answers how many pages were free.
+    on an older one this frees nothing), then checkpoint the write-ahead log
+    without waiting for anyone, which is when SQLite shortens the file and
+    trims the log (`journal_size_limit`). Answers how many pages were free.
     On the database thread."""
     with connection.cursor() as cursor:
         free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
@@ -160,4 +162,6 @@ def release_free_pages() -> int:
         # Python's sqlite3 steps a PRAGMA once, and each step of this one frees
         # one page; a script is stepped to its end.
         connection.connection.executescript("PRAGMA incremental_vacuum;")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return free

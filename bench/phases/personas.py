@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.cgroup import MemoryCgroup
+from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import MB, Memory
 from bench.report import Plan, Report, Row, ms
 from bench.worker_calls import PLUGINS
@@ -35,6 +35,8 @@ def persona_name(n: int) -> str:
 def personas_phase(plan: Plan, report: Report, scratch: Path) -> None:
     steps = STEPS if plan.name == "full" else STEPS[:2]
     cgroup = MemoryCgroup.make("penelope-personas")
+    if cgroup:
+        drop_page_cache()  # its files charged to it, as in a fresh container (bench/cgroup.py)
     names = [persona_name(n) for n in range(1, steps[-1] + 1)]
     waker = WakerProcess(
         scratch / "personas",
