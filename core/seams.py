@@ -101,13 +101,17 @@ imported here.
    past the bound answers 414 with the envelope, as docs/reference/API.md
    says), checked by tests/test_head_bound.py on a real worker and waker.
 
-8. `insert_row` calls `django.db.models.query.QuerySet._insert` (Django
-   5.2.19), the private INSERT that `Model.save()` ends in (`_do_insert`),
-   without what `save()` does around it (signals, parents, database
-   defaults, the update-or-insert choice): for `Job.start`, a model with
-   none of these. Gain, docs/BENCHMARKS.md "Issue 22: where the 202's time
-   went": the ORM part of a job start's INSERT, 366 µs with `create()`,
-   302 µs this way.
+8. `insert_row` writes the one-row INSERT that `Model.save(force_insert=True)`
+   ends in (`_do_insert`, `QuerySet._insert`, `SQLInsertCompiler`; Django
+   5.2.19) itself: the statement made once per model from its concrete
+   fields, each value prepared by the fields' public `pre_save` and
+   `get_db_prep_save`, as the compiler prepares them. It skips what `save()`
+   does around the INSERT (signals, parents, database defaults, the
+   update-or-insert choice) and the compiler's work per row: for
+   `Job.start`, a model with none of these. Gain, docs/BENCHMARKS.md "Issue
+   22: where the 202's time went": the ORM part of a job start's INSERT,
+   366 µs with `create()`, 302 µs through `QuerySet._insert`; "Issue 27":
+   a statement made once.
 
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
@@ -125,6 +129,7 @@ choice among public APIs.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -133,7 +138,7 @@ from asgiref.sync import sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.db import close_old_connections, reset_queries
+from django.db import close_old_connections, connections, reset_queries
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
@@ -345,9 +350,25 @@ class MiddlewareChain:
 def insert_row(instance: Any) -> None:
     """INSERT `instance` with every column, as `save(force_insert=True)`
     would, and leave it as `save()` leaves a stored instance. Only for a
-    model without parents, signals or database-computed values."""
+    model without parents, signals, database-computed values or fields with
+    a placeholder of their own (`get_placeholder`: binary, geometry)."""
     model = type(instance)
-    manager = model._default_manager
-    manager._insert([instance], fields=model._meta.local_concrete_fields)
+    db = model._default_manager.db
+    connection = connections[db]
+    sql, fields = _insert_statement(model, connection.alias)
+    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
     instance._state.adding = False
-    instance._state.db = manager.db
+    instance._state.db = db
+
+
+@functools.cache
+def _insert_statement(model: type, alias: str) -> tuple[str, list]:
+    """The INSERT of every concrete column of `model`, as Django's compiler
+    writes it for one row, made once."""
+    fields = list(model._meta.local_concrete_fields)
+    assert not any(hasattr(field, "get_placeholder") for field in fields), "a field with its own placeholder"
+    quote = connections[alias].ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields

@@ -634,20 +634,23 @@ def test_a_django_connection_belongs_to_its_thread_not_to_the_caller_context():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_save_ends_in_the_querysets_insert_that_insert_row_calls():
-    """`insert_row` calls `QuerySet._insert(objs, fields)` itself. If this
-    fails, Django changed the private INSERT that `save()` ends in: read
-    `Model._do_insert` of the new version and change `insert_row` to match,
-    or give `Job.start` back to `objects.create()` (about 60 µs dearer)."""
-    from django.db.models import Model
-    from django.db.models.query import QuerySet
-
+def test_insert_row_writes_the_row_save_writes():
+    """`insert_row` writes, for every column of a job, what
+    `save(force_insert=True)` writes (Django's compiler and the fields'
+    preparation), and leaves the instance as `save()` does. If this fails,
+    Django prepares or writes an INSERT otherwise: read `Model._do_insert`
+    and `SQLInsertCompiler` of the new version and match them, or give
+    `Job.start` back to `objects.create()`."""
     from jobs.models import Job
 
-    assert list(inspect.signature(QuerySet._insert).parameters)[:3] == ["self", "objs", "fields"]
-    assert "manager._insert(" in inspect.getsource(Model._do_insert)
-    job = Job(id="00000000000000aa", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", started_at=1.0)
-    seams.insert_row(job)
-    stored = Job.objects.get(id=job.id)
-    assert (stored.params, stored.state, stored.priority) == ({"a": 1}, "running", 0)
-    assert job._state.adding is False and job._state.db == "default"
+    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "started_at": 1.5,
+             "result": {"value": None}, "callback": None}
+    ours, django = Job(id="00000000000000aa", **shape), Job(id="00000000000000ab", **shape)
+    seams.insert_row(ours)
+    django.save(force_insert=True)
+    with connections["default"].cursor() as cursor:
+        rows = cursor.execute("SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]).fetchall()
+    assert rows[0][1:] == rows[1][1:] and rows[0][0] != rows[1][0]  # every column alike but the id
+    assert ours._state.adding is False and ours._state.db == "default"
+    stored = Job.objects.get(id=ours.id)
+    assert (stored.params, stored.state, stored.priority) == ({"a": [1, "é"]}, "running", 0)
