@@ -129,8 +129,9 @@ class ApiGateMiddleware:
             # A download is in flight, and its duration runs, until its last byte.
             response.streaming_content = _until_sent(response.streaming_content, end, response.status_code)
             # A client gone before the stream even started leaves the generator
-            # unstarted (its `finally` never runs), but Django always closes the
-            # response, in a thread: end there, on the loop. `_resource_closers`
+            # unstarted (its `finally` never runs), but the response is always
+            # closed (on the loop for /api/, core/seams.py; in a thread by
+            # Django's own handler): end then, on the loop. `_resource_closers`
             # is how Django's own FileResponse closes its file.
             loop = asyncio.get_running_loop()
             response._resource_closers.append(lambda: loop.call_soon_threadsafe(end, CLIENT_CLOSED))

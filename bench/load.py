@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,3 +99,23 @@ async def httpx_throughput(url: str, key: str, *, concurrency: int, seconds: flo
         seconds=elapsed,
         client="httpx",
     )
+
+
+def in_threads(work: Callable[..., object], arguments: list[tuple], what: str) -> None:
+    """`work(*args)` for each of `arguments`, each in a thread of its own, all
+    at once; RuntimeError naming the first failures once all have ended."""
+    failures: list[str] = []
+
+    def run(*args: object) -> None:
+        try:
+            work(*args)
+        except Exception as error:  # noqa: BLE001 - reported below, once all have ended
+            failures.append(f"{args[0]}: {error}")
+
+    threads = [threading.Thread(target=run, args=args) for args in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise RuntimeError(f"{what}: " + "; ".join(failures[:5]))

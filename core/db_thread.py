@@ -149,19 +149,39 @@ def watch_connections() -> None:
     connection_created.connect(opened, weak=False)
 
 
+def new_store_vacuums(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """`connection_created`: a store with no tables yet is given incremental
+    auto-vacuum (in WAL mode SQLite takes the PRAGMA only through a VACUUM,
+    which costs nothing on an empty file). Set once, the PRAGMA would rewrite
+    the file's header on every connection, so an existing store is only
+    read here, never written."""
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        empty = cursor.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    if empty and not connection.in_atomic_block:
+        with connection.wrap_database_errors:
+            connection.connection.executescript("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+
+
+# Pages one step of `release_free_pages` gives back: 4 MiB of the file, a
+# few milliseconds of the write lock.
+VACUUM_PAGES = 1024
+
+
 def release_free_pages() -> int:
-    """Give the pages deletions left free back to the disk, so a store's file
+    """One step of giving back the pages deletions left free, so a store's file
     shrinks after the sweeps (a store made with `auto_vacuum=INCREMENTAL`;
-    on an older one this frees nothing), then checkpoint the write-ahead log
-    without waiting for anyone, which is when SQLite shortens the file and
-    trims the log (`journal_size_limit`). Answers how many pages were free.
-    On the database thread."""
+    on an older one this frees nothing): at most VACUUM_PAGES of them, then a
+    checkpoint of the write-ahead log that waits for no one, which is when
+    SQLite shortens the file and trims the log (`journal_size_limit`).
+    Answers how many pages it gave back; `adrain` it. On the database thread."""
     with connection.cursor() as cursor:
         free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
-    if free and not connection.in_atomic_block:
-        # Python's sqlite3 steps a PRAGMA once, and each step of this one frees
-        # one page; a script is stepped to its end.
-        connection.connection.executescript("PRAGMA incremental_vacuum;")
-    with connection.cursor() as cursor:
+        if free and not connection.in_atomic_block:
+            # Python's sqlite3 steps a PRAGMA once, and each step of this one
+            # frees one page; a script is stepped to its end.
+            with connection.wrap_database_errors:
+                connection.connection.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    return free
+        return free - cursor.execute("PRAGMA freelist_count").fetchone()[0]

@@ -23,9 +23,11 @@ Twisted 26.10.0, asgiref 3.13.0.
    2) and closes the answer on the loop. It reuses `read_body`,
    `create_request`, `run_get_response` and `send_response` as they are.
    Gain, docs/BENCHMARKS.md: "Issue 12" table, row "`Thread.start` under
-   Django's `ASGIHandler`": 11.4 % of the event loop's samples; "Issue 27:
-   the server's floor": the reference at c=32 from about 1,380 to 2,420
-   requests per second, the close's hop and the two tasks being most of it.
+   Django's `ASGIHandler`": 11.4 % of the event loop's samples; "Issue 27",
+   "The server's own floor": the close's hop, `request_started` and the two
+   tasks were 16 % of the loop's samples at c=32, and with the changes to
+   pieces 2 and 4 and the request log's flush the reference went from about
+   1,380 to 2,420 requests per second.
 
 2. `keep_request_started_off_api` replaces the two receivers
    `django/db/__init__.py` (Django 5.2.19) connects to `request_started`
@@ -110,8 +112,8 @@ imported here.
    update-or-insert choice) and the compiler's work per row: for
    `Job.start`, a model with none of these. Gain, docs/BENCHMARKS.md "Issue
    22: where the 202's time went": the ORM part of a job start's INSERT,
-   366 µs with `create()`, 302 µs through `QuerySet._insert`; "Issue 27":
-   a statement made once.
+   366 µs with `create()`, 302 µs through `QuerySet._insert`; "Issue 27",
+   "A browser step against raw Playwright": a statement made once.
 
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
@@ -188,9 +190,10 @@ class ThreadlessApiHandler(ASGIHandler):
             response = await self.run_get_response(request)
             await self.send_response(response, send)
         except asyncio.CancelledError:
-            if not (watcher.done() and not watcher.cancelled() and watcher.result()):
-                raise  # cancelled from outside, not by the client's disconnect
-            this_task.uncancel()
+            # Swallowed only when the client's disconnect was the one cancel:
+            # the server's own (its stop) goes on up, even beside a disconnect.
+            if not (watcher.done() and not watcher.cancelled() and watcher.result()) or this_task.uncancel():
+                raise
         finally:
             watcher.cancel()
             body_file.close()
@@ -349,9 +352,11 @@ class MiddlewareChain:
 
 def insert_row(instance: Any) -> None:
     """INSERT `instance` with every column, as `save(force_insert=True)`
-    would, and leave it as `save()` leaves a stored instance. Only for a
-    model without parents, signals, database-computed values or fields with
-    a placeholder of their own (`get_placeholder`: binary, geometry)."""
+    would, and leave it as `save()` leaves a stored instance, except that
+    nothing is read back: a field with a `db_default` keeps the value the
+    instance holds. Only for a model without parents, signals, an
+    auto-incremented key, expressions as values, or fields with a
+    placeholder of their own (`get_placeholder`: binary, geometry)."""
     model = type(instance)
     db = model._default_manager.db
     connection = connections[db]

@@ -286,15 +286,10 @@ DATABASES = {
         "NAME": STORE_DIR / "penelope.db",
         "OPTIONS": {
             # WAL survives a process crash with every committed row; synchronous
-            # NORMAL may lose the last transactions on a power loss. A new
-            # store is made with incremental auto-vacuum, so the store sweep
-            # gives the pages it freed back to the disk (core/db_thread.py,
-            # `release_free_pages`); on a store made before, the PRAGMA does
-            # nothing. The log is cut back to 1 MiB once checkpointed.
-            "init_command": (
-                "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                "PRAGMA journal_size_limit=1048576;"
-            ),
+            # NORMAL may lose the last transactions on a power loss. The log is
+            # cut back to 1 MiB once checkpointed. (A new store is also made
+            # with incremental auto-vacuum: core/db_thread.py, `new_store_vacuums`.)
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=1048576;",
             "transaction_mode": "IMMEDIATE",
             # How long a write waits for another process's write lock
             # (seconds): an operator's command, a backup.

@@ -305,7 +305,7 @@ run() {
   podman volume create "$RUN-store" >/dev/null
   podman run -d --name "$RUN" -p "127.0.0.1:$RUN_PORT:$WORKER_PORT" -e PENELOPE_PORT="$WORKER_PORT" \
     -v "$RUN-store:/data/store" --read-only --tmpfs /home/penelope:rw,size=256m,mode=1777 --shm-size 256m \
-    --cap-drop ALL --security-opt no-new-privileges --memory 2560m "$IMAGE" >"$WORK/run.log" 2>&1
+    --cap-drop ALL --security-opt no-new-privileges --memory 1536m "$IMAGE" >"$WORK/run.log" 2>&1
   say "$RUN on 127.0.0.1:$RUN_PORT -> $WORKER_PORT, store on the volume $RUN-store"
   wait_healthy "$RUN"
   "${CLIENT[@]}" wait "http://127.0.0.1:$RUN_PORT" 30

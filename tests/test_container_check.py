@@ -111,7 +111,7 @@ def test_the_export_becomes_kinds_podman_plays():
     assert {mount["name"] for mount in container["volumeMounts"]} <= set(volumes)
     assert bundle["expect"]["penelope-kube-check"] == {
         "uid": 10001, "gid": 10001, "read_only_root": True, "no_new_privileges": True, "drop_all": True,
-        "memory_bytes": 2560 * 2**20, "seccomp": "RuntimeDefault",
+        "memory_bytes": 1536 * 2**20, "seccomp": "RuntimeDefault",
     }
 
 

@@ -172,6 +172,29 @@ async def test_a_cancel_from_outside_still_cancels_the_request(waiting_view):
     assert waiting_view["cancelled"].is_set()
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_view, swapped_request_started):
+    """The server's cancel (its stop) and the client's disconnect at once:
+    `handle_api` swallows only the disconnect's, and the request ends
+    cancelled."""
+    gone = asyncio.Event()
+    messages = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive():
+        for message in messages:
+            return message
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    request_task = asyncio.create_task(answered(seams.ThreadlessApiHandler(), "/api/v1/waits", receive))
+    await asyncio.wait_for(waiting_view["started"].wait(), 5)
+    gone.set()  # the watcher cancels the request when it next runs...
+    request_task.cancel()  # ...and the server cancels it too
+    with pytest.raises(asyncio.CancelledError):
+        await request_task
+    assert waiting_view["cancelled"].is_set()
+
+
 def request_then_nothing():
     """An ASGI `receive` for a GET whose client stays: the request, then nothing."""
     messages = iter([{"type": "http.request", "body": b"", "more_body": False}])

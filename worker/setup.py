@@ -32,12 +32,13 @@ async def sweep_store() -> None:
     """Media files without a row and rows without a file; old request-log
     rows; then the pages the sweeps freed go back to the disk."""
     from activity.log import sweep_request_log_batch
-    from core.db_thread import adrain, release_free_pages
+    from core.db_thread import VACUUM_PAGES, adrain, release_free_pages
     from media_store.store import drop_orphans
 
     await on_db_thread(drop_orphans)()
     await adrain(sweep_request_log_batch)
-    await on_db_thread(release_free_pages)()
+    while await on_db_thread(release_free_pages)() >= VACUUM_PAGES:
+        pass  # each step its own call: other database work runs between them
 
 
 async def check_browser_memory() -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 import shutil
 import statistics
-import threading
 import time
 from pathlib import Path
 
+from bench import load
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import MB, Memory
 from bench.report import Plan, Report, Row, ms
@@ -98,26 +98,16 @@ def all_at_once(waker: WakerProcess, names: list[str]) -> list[float]:
     """Every persona at once, a call on each of its two pages (in turn): the
     seconds each persona took to answer both."""
     took: dict[str, float] = {}
-    failures: list[str] = []
 
     def ask(name: str) -> None:
-        try:
-            with waker.through(name, timeout=60) as client:
-                began = time.perf_counter()
-                for page in ("main", SECOND_PAGE):
-                    response = client.post(f"/{page}/plugin/web/evaluate", json=TOUCH)
-                    assert response.status_code == 200 and response.json()["value"] > 10, response.text
-                took[name] = time.perf_counter() - began
-        except Exception as error:  # noqa: BLE001 - reported below
-            failures.append(f"{name}: {error}")
+        with waker.through(name, timeout=60) as client:
+            began = time.perf_counter()
+            for page in ("main", SECOND_PAGE):
+                response = client.post(f"/{page}/plugin/web/evaluate", json=TOUCH)
+                assert response.status_code == 200 and response.json()["value"] > 10, response.text
+            took[name] = time.perf_counter() - began
 
-    threads = [threading.Thread(target=ask, args=(name,)) for name in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise RuntimeError("personas failed to answer: " + "; ".join(failures[:5]))
+    load.in_threads(ask, [(name,) for name in names], "personas failed to answer")
     return [took[name] for name in names]
 
 

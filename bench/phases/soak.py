@@ -7,12 +7,12 @@ sweeps."""
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
+from bench import load
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.report import Plan, Report, Row
@@ -88,25 +88,14 @@ def run_operations(worker: WorkerProcess, pages: list[str], receiver: Receiver, 
     """`count` operations spread over the pages, one thread per page; the
     operation numbered n (from `offset`) is a job every JOB_EVERY-th time,
     alternately webhook and polling, else a plain call."""
-    failures: list[str] = []
 
     def drive(page: str, numbers: range) -> None:
         with worker.client() as client:
             for n in numbers:
-                try:
-                    operate(client, page, n, receiver)
-                except Exception as error:  # noqa: BLE001 - reported below, the run stops
-                    failures.append(f"{page} #{n}: {error}")
-                    return
+                operate(client, page, n, receiver)
 
-    threads = [threading.Thread(target=drive, args=(page, range(offset + i, offset + count, len(pages))))
-               for i, page in enumerate(pages)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise RuntimeError("the soak failed: " + "; ".join(failures[:5]))
+    load.in_threads(drive, [(page, range(offset + i, offset + count, len(pages))) for i, page in enumerate(pages)],
+                    "the soak failed")
 
 
 def operate(client: httpx.Client, page: str, n: int, receiver: Receiver) -> None:
