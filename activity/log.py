@@ -23,7 +23,7 @@ from django.db.models import Count, Max
 
 from activity.models import KIND_BROWSER, KIND_HTTP, KIND_JOB, RequestLogEntry
 from core.api import API_PREFIX
-from core.db_thread import BATCH_ROWS, drain, on_db_thread
+from core.db_thread import BATCH_ROWS, drain, insert_statement, on_db_thread
 from core.routes import PLUGIN
 
 log = logging.getLogger("penelope.activity")
@@ -155,12 +155,8 @@ def insert_rows(rows: list[dict[str, Any]]) -> None:
     """One INSERT run for every row, in one transaction: what `bulk_create`
     writes, without a model instance or a compiled query per row (the flush
     shares the interpreter with the event loop)."""
-    meta = RequestLogEntry._meta
-    fields = [meta.get_field(name) for name in rows[0]]
-    quote = connection.ops.quote_name
-    sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
-           f"VALUES ({', '.join(['%s'] * len(fields))})")
-    names = [field.name for field in fields]
+    names = list(rows[0])
+    sql = insert_statement(RequestLogEntry, [RequestLogEntry._meta.get_field(name) for name in names], connection)
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(rows), FLUSH_BATCH):
             cursor.executemany(sql, [[row[name] for name in names] for row in rows[start:start + FLUSH_BATCH]])

@@ -113,14 +113,16 @@ def drain(step: Callable[..., int], *args: Any) -> int:
         time.sleep(BATCH_PAUSE_S)
 
 
-async def adrain(step: Callable[..., int], *args: Any) -> int:
+async def adrain(step: Callable[..., int], *args: Any, full: int = BATCH_ROWS) -> int:
     """`drain` from the event loop: each batch is its own call on the database
-    thread, so other database work (a job start, a poll) runs between them."""
+    thread, so other database work (a job start, a poll) runs between them.
+    A batch of `full` (BATCH_ROWS unless the step's batches are another size)
+    means there may be more."""
     total = 0
     while True:
         handled = await on_db_thread(step)(*args)
         total += handled
-        if handled < BATCH_ROWS:
+        if handled < full:
             return total
 
 
@@ -147,6 +149,14 @@ def watch_connections() -> None:
             log.warning("database connection opened outside the database thread (on %s)", name)
 
     connection_created.connect(opened, weak=False)
+
+
+def insert_statement(model: type, fields: list, connection: Any) -> str:
+    """The one-row INSERT of `fields` (model fields, in order) into `model`'s
+    table, with a `%s` placeholder each, as Django's compiler writes it."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
 
 
 def new_store_vacuums(sender: Any, connection: Any, **kwargs: Any) -> None:

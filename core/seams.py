@@ -145,6 +145,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
 
+from core.db_thread import insert_statement
 from core.server_seams import bound_request_bodies, bound_request_heads  # noqa: F401 - pieces 6 and 7
 
 # The paths whose requests run without a thread of their own: the API's views
@@ -374,6 +375,4 @@ def _insert_statement(model: type, alias: str) -> tuple[str, list]:
     writes it for one row, made once."""
     fields = list(model._meta.local_concrete_fields)
     assert not any(hasattr(field, "get_placeholder") for field in fields), "a field with its own placeholder"
-    quote = connections[alias].ops.quote_name
-    columns = ", ".join(quote(field.column) for field in fields)
-    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})", fields
+    return insert_statement(model, fields, connections[alias]), fields

@@ -37,8 +37,7 @@ async def sweep_store() -> None:
 
     await on_db_thread(drop_orphans)()
     await adrain(sweep_request_log_batch)
-    while await on_db_thread(release_free_pages)() >= VACUUM_PAGES:
-        pass  # each step its own call: other database work runs between them
+    await adrain(release_free_pages, full=VACUUM_PAGES)
 
 
 async def check_browser_memory() -> None:
