@@ -145,7 +145,6 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
 
-from core.db_thread import insert_statement
 from core.server_seams import bound_request_bodies, bound_request_heads  # noqa: F401 - pieces 6 and 7
 
 # The paths whose requests run without a thread of their own: the API's views
@@ -373,6 +372,8 @@ def insert_row(instance: Any) -> None:
 def _insert_statement(model: type, alias: str) -> tuple[str, list]:
     """The INSERT of every concrete column of `model`, as Django's compiler
     writes it for one row, made once."""
+    from core.db_thread import insert_statement  # here: the waker imports this module, and has no database
+
     fields = list(model._meta.local_concrete_fields)
     assert not any(hasattr(field, "get_placeholder") for field in fields), "a field with its own placeholder"
     return insert_statement(model, fields, connections[alias]), fields
