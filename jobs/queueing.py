@@ -6,11 +6,18 @@ plain calls waiting their PAGE_WAIT_S, so the release of the page hands it
 to the next in line at once. The job runner (jobs/runner.py) owns the
 queued jobs as it owns the running ones; this module holds what it needs to
 decide and to wait.
+
+QUEUE_MAX holds under concurrency: a start takes its room in the queue in
+the same step as it counts the queue (`JobQueue.take_room`, no await
+between them), and holds it while its row is stored, until the job stands
+in its line (or was not stored). Counting and joining with the store's
+write between them let forty starts released together all pass the count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import time
 from collections.abc import Callable
@@ -69,22 +76,48 @@ def place_anywhere(pool: Pool, job_id: str, priority: int) -> Place:
     )
 
 
+@dataclass(eq=False)
+class Room:
+    """One queued start's room under QUEUE_MAX, from its count until its job
+    stands in the line (or was not stored). Given back once."""
+
+    joining: collections.Counter[str]
+    name: str  # the page's, or "any"
+    held: bool = True
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        self.joining[self.name] -= 1
+        if self.joining[self.name] <= 0:
+            del self.joining[self.name]
+
+
 class JobQueue:
     def __init__(self) -> None:
         # A page's recent run time per job (seconds), for Retry-After.
         self.run_s: dict[str, float] = {}
+        # Per line (a page's name, or "any"): the queued starts that took
+        # their room and are being stored, not in the line yet.
+        self.joining: collections.Counter[str] = collections.Counter()
 
-    def check_room(self, page: ManagedPage | None, pool: Pool) -> None:
-        """QueueFull (429) when QUEUE_MAX jobs wait for the page (or for `any`) already."""
-        name, waiting = (page.name, page.lock.jobs_waiting()) if page is not None else (ANY, pool.line.jobs_waiting())
-        if waiting < settings.QUEUE_MAX:
-            return
-        where = f"Page {name} has" if page is not None else "Any page has"
-        raise QueueFull(
-            f"{where} {waiting} jobs queued already (QUEUE_MAX); try again later.",
-            name,
-            retry_after_s=self.retry_after_s(name, waiting),
-        )
+    def take_room(self, page: ManagedPage | None, pool: Pool) -> Room:
+        """Room for one more job in the page's queue (or the queue of `any`),
+        taken at once; QueueFull (429) when QUEUE_MAX jobs wait there already,
+        counting the starts that are joining it."""
+        name = page.name if page is not None else ANY
+        in_line = page.lock.jobs_waiting() if page is not None else pool.line.jobs_waiting()
+        waiting = in_line + self.joining[name]
+        if waiting >= settings.QUEUE_MAX:
+            where = f"Page {name} has" if page is not None else "Any page has"
+            raise QueueFull(
+                f"{where} {waiting} jobs queued already (QUEUE_MAX); try again later.",
+                name,
+                retry_after_s=self.retry_after_s(name, waiting),
+            )
+        self.joining[name] += 1
+        return Room(self.joining, name)
 
     def retry_after_s(self, page_id: str, waiting: int) -> int:
         """Whole seconds until the queue has room, by the page's recent run times."""

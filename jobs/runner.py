@@ -66,7 +66,7 @@ from core.tasks import spawn
 from jobs.models import Job
 from jobs.news import asked, publish
 from jobs.options import JobOptions
-from jobs.queueing import JobQueue, Place, back_off, place_for, wait_turn
+from jobs.queueing import JobQueue, Place, Room, back_off, place_for, wait_turn
 from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
@@ -130,11 +130,11 @@ class JobRunner:
                 if options.queue_timeout is None:
                     raise
                 try:
-                    self.queue.check_room(page, registry.pool)
+                    room = self.queue.take_room(page, registry.pool)
                 except QueueFull:
                     metrics.queue_full()
                     raise
-                start = self._enqueue(job_id, page, action, params, lease_id, options, digest)
+                start = self._enqueue(job_id, page, action, params, lease_id, options, digest, room)
             else:
                 start = self._start(job_id, claim, action, params, options, digest, on_any=page is None)
             # Shielded: a client that leaves now must not cut the start in two (a row
@@ -180,17 +180,22 @@ class JobRunner:
 
     async def _enqueue(
         self, job_id: str, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
-        options: JobOptions, digest: str | None,
+        options: JobOptions, digest: str | None, room: Room,
     ) -> Job:
         """Store the queued job (JobsFull past MAX_JOBS) and put it in its
-        page's line (or the line of `any`); it runs when its turn comes."""
-        job = await on_db_thread(create_job)(
-            job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
-            options=options,
-            held=self.held, digest=digest, queued=True, under_lease=lease_id is not None, on_any=page is None,
-            family_version=action.version,
-        )
-        self._wait_then_run(job, page, action, params, lease_id)
+        page's line (or the line of `any`); it runs when its turn comes. Its
+        room in the queue, taken before the store's write, is given back in
+        the step that puts it in line."""
+        try:
+            job = await on_db_thread(create_job)(
+                job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
+                options=options,
+                held=self.held, digest=digest, queued=True, under_lease=lease_id is not None, on_any=page is None,
+                family_version=action.version,
+            )
+            self._wait_then_run(job, page, action, params, lease_id)
+        finally:
+            room.release()
         return job
 
     def _wait_then_run(
