@@ -5,6 +5,8 @@ the log row is appended to an in-memory buffer. Only requests that carry
 the key count: the others are refused by the view's authentication class
 (core/auth.py) and cost neither activity nor a log row, so a client without
 the key can neither keep a sleepy worker awake nor write to its store.
+Nor does a read key's request keep it awake: only the full key's count as
+client activity and in flight; a read key's are logged and measured alone.
 
 Each request's end is also the metrics' one hook for requests
 (`core.metrics.observe_request`): counted under its route, the request log's
@@ -26,7 +28,7 @@ from activity import log as request_log
 from activity.tracker import tracker
 from core import metrics
 from core.api import API_PREFIX
-from core.auth import key_matches
+from core.auth import FULL, key_matches, request_role
 from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
 from plugins.framework import find_action
 from plugins.primitives import primitives
@@ -114,9 +116,15 @@ class ApiGateMiddleware:
             return await self.get_response(request)
         if path in MONITORING_PATHS or not key_matches(request):
             return await self.get_response(request)
-        tracker.touch()
-        tracker.requests_in_flight += 1
-        end = self._ender(request, logged=not is_poll(request))
+        # A read key's requests (a dashboard's, a monitor's) are not a
+        # client's work: they neither reset the idle clock nor count in
+        # flight, so a long-poll or a list every few seconds never keeps a
+        # sleepy worker awake. They are logged and measured as any other.
+        counted = request_role(request) == FULL
+        if counted:
+            tracker.touch()
+            tracker.requests_in_flight += 1
+        end = self._ender(request, logged=not is_poll(request), counted=counted)
         try:
             response = await self.get_response(request)
         except asyncio.CancelledError:
@@ -140,7 +148,7 @@ class ApiGateMiddleware:
         return response
 
     @staticmethod
-    def _ender(request: HttpRequest, *, logged: bool) -> Callable[[int], None]:
+    def _ender(request: HttpRequest, *, logged: bool, counted: bool) -> Callable[[int], None]:
         started_at = time.time()
         began = time.perf_counter()
         ended = False
@@ -150,8 +158,9 @@ class ApiGateMiddleware:
             if ended:
                 return
             ended = True
-            tracker.requests_in_flight -= 1
-            tracker.touch()
+            if counted:
+                tracker.requests_in_flight -= 1
+                tracker.touch()
             duration_s = time.perf_counter() - began
             if not (logged or metrics.ENABLED):
                 return

@@ -30,6 +30,7 @@ from core import events
 from core.auth import READ, authorization_matches, key_role
 from core.tasks import spawn
 from core.writable import Writable
+from jobs.shapes import for_reader as job_for_reader
 
 JOB_FILTER = re.compile(r"[0-9a-f]{16}")
 PAGE_FILTER = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -49,7 +50,7 @@ class EventStream(AsyncWebsocketConsumer):
             await self.close()
             return
         self.job_filter, self.page_filter = filters
-        # A read key's socket never carries a question's live link: it lets its holder act.
+        # A read key's socket shows each event's job as its polls do (jobs.shapes.for_reader).
         self.reads_only = key_role(authorization) == READ
         events.watchers.sockets += 1
         self.counted = True
@@ -79,7 +80,7 @@ class EventStream(AsyncWebsocketConsumer):
             return
         if self.page_filter is not None and message["page_id"] != self.page_filter:
             return
-        if self.reads_only and ('"live_url"' in text or '"artifacts"' in text):
+        if self.reads_only and '"job":{' in text:
             text = for_reader(text)
         if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
             self.queue.popleft()
@@ -112,14 +113,10 @@ class EventStream(AsyncWebsocketConsumer):
 
 
 def for_reader(text: str) -> str:
-    """An event as a read key's socket sends it: its job's question without
-    its link, and its result without X-Debug's files (a trace holds the
-    persona's cookies and what was typed)."""
+    """An event as a read key's socket sends it: its job as a read key's poll
+    shows it (no live link, no X-Debug files, the callback without its
+    credentials, the result's secret values as `…`)."""
     event = json.loads(text)
-    job = event.get("job") or {}
-    human = job.get("human")
-    if isinstance(human, dict):
-        human.pop("live_url", None)
-    if isinstance(job.get("result"), dict):
-        job["result"].pop("artifacts", None)
-    return json.dumps(event)
+    if isinstance(event.get("job"), dict):
+        event["job"] = job_for_reader(event["job"])
+    return json.dumps(event, separators=(",", ":"))

@@ -20,7 +20,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -31,6 +30,7 @@ from core import events, metrics
 from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
 from core.events import Event
+from core.redaction import url_for_log
 from core.tasks import spawn
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
@@ -70,21 +70,6 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
             attempts.append(Attempt(job.id, job.page_id, job.callback, number, body, job.finished_at))
     return attempts
-
-
-def url_for_log(url: str) -> str:
-    """A callback URL as logs show it: without its user-info and its query
-    string, which may carry a receiver's credentials (`…?…` says one was there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = host + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
 
 
 def classify(status: int) -> str:

@@ -9,9 +9,11 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.redaction import url_for_log
 from core.rest import represent
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success
 from jobs.models import Job
+from plugins.framework import result_for_reader
 
 
 class Delivery(serializers.Serializer):
@@ -139,7 +141,28 @@ class JobPoll(PageSuccess):
         for name in ("human", "family_version"):
             if shown[name] is None:
                 del shown[name]
-        return shown
+        return shown if instance.acts else for_reader(shown)
+
+
+def for_reader(shown: dict[str, Any]) -> dict[str, Any]:
+    """A job as a read key's poll, list and event socket show it: nothing that
+    lets its holder act or pass for the persona. The callback loses its
+    user-info and query string (a receiver's credentials), as in the logs;
+    the result's values its action marks secret (`secret=` of
+    `Family.action`) show as `…`; X-Debug's files (a trace holds the
+    persona's cookies and what was typed) and a question's live link are
+    left out. `shown`, the full key's view, stays as it is."""
+    shown = dict(shown)
+    if shown.get("callback"):
+        shown["callback"] = url_for_log(shown["callback"])
+    result = shown.get("result")
+    if isinstance(result, dict):
+        result = {name: value for name, value in result.items() if name != "artifacts"}
+        shown["result"] = result_for_reader(shown.get("plugin") or "", result)
+    human = shown.get("human")
+    if isinstance(human, dict):
+        shown["human"] = {name: value for name, value in human.items() if name != "live_url"}
+    return shown
 
 
 @dataclass(frozen=True)
@@ -148,8 +171,8 @@ class JobAt:
 
     job: Job
     now: float
-    # Whether whoever reads it may act (a full key): a question's live link
-    # lets its holder act, so a read key's answers leave it out.
+    # Whether whoever reads it may act (a full key); a read key's answers
+    # show it as `for_reader` does.
     acts: bool = True
     success = True
 
@@ -187,11 +210,7 @@ class JobAt:
 
     @property
     def result(self) -> dict | None:
-        result = self.job.result
-        if not self.acts and isinstance(result, dict) and "artifacts" in result:
-            # X-Debug's files are for those who may act: a trace holds the persona's cookies and what was typed.
-            result = {name: value for name, value in result.items() if name != "artifacts"}
-        return result
+        return self.job.result
 
     @property
     def callback(self) -> str | None:
@@ -229,10 +248,7 @@ class JobAt:
 
     @property
     def human(self) -> dict[str, Any] | None:
-        human = getattr(self.job, "human", None) if not self.job.ended else None
-        if human is not None and not self.acts:
-            human = {name: value for name, value in human.items() if name != "live_url"}
-        return human
+        return getattr(self.job, "human", None) if not self.job.ended else None
 
     @property
     def rerun_of(self) -> str | None:

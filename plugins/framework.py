@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from core.errors import (
     DomainError,
     ResultTooLarge,
 )
+from core.redaction import SecretPath, hide_paths, secret_path
 from core.rest import validated
 
 log = logging.getLogger("penelope.plugins")
@@ -68,6 +69,8 @@ class Action:
     timeout_s: float | Callable[[dict[str, Any]], float] | None = None
     # The family's version, recorded on each job that runs the action.
     version: str | None = None
+    # Paths into the result whose values only the full key sees (`secret=`).
+    secret: tuple[SecretPath, ...] = ()
 
     @property
     def route(self) -> str:
@@ -124,9 +127,19 @@ class Family:
         *,
         params: type[serializers.Serializer] | None = None,
         timeout_s: float | Callable[[dict[str, Any]], float] | None = None,
+        secret: Iterable[str] = (),
     ) -> Callable[[ActionFn], ActionFn]:
+        """Register an action. `secret` names the result's values that let
+        their holder act or pass for the persona (a cookie's value, a
+        token), as dotted paths (`"cookies.*.value"`; `*` is every item of
+        a list): a read key's polls, list and event sockets show `"…"` in
+        their place, while the full key, a webhook and a plain call get the
+        result whole."""
+        paths = (secret,) if isinstance(secret, str) else tuple(secret)
+        secret_paths = tuple(secret_path(path) for path in paths)
+
         def register(fn: ActionFn) -> ActionFn:
-            self.actions[name] = Action(self.name, name, fn, params, timeout_s, self.version)
+            self.actions[name] = Action(self.name, name, fn, params, timeout_s, self.version, secret_paths)
             return fn
 
         return register
@@ -159,6 +172,16 @@ def families() -> dict[str, Family]:
 def find_action(family: str, action: str) -> Action | None:
     found = families().get(family)
     return found.actions.get(action) if found else None
+
+
+def result_for_reader(route: str, result: Any) -> Any:
+    """A result of the action at `route` (`family/action`) as a read key
+    sees it: each value the action marks secret shown as `HIDDEN`."""
+    family, _, name = route.partition("/")
+    action = find_action(family, name)
+    if action is None or not action.secret:
+        return result
+    return hide_paths(result, action.secret)
 
 
 MAX_PROGRESS_MESSAGE = 1000  # characters; a longer message is cut

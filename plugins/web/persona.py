@@ -66,7 +66,8 @@ class CookiesParams(serializers.Serializer):
 PLAYWRIGHT_KEYS = {"http_only": "httpOnly", "same_site": "sameSite"}
 
 
-@family.action("cookies", params=CookiesParams)
+# A cookie's value lets its holder pass for the persona on its site: a read key sees "…".
+@family.action("cookies", params=CookiesParams, secret=["cookies.*.value"])
 async def cookies(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """List, set or clear the persona's cookies (for one URL, or all of them)."""
     context = page.context
