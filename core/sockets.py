@@ -1,8 +1,9 @@
 """Live events: `ws://HOST/api/v1/events`, a channels consumer on the event bus.
 
 The handshake must carry the bearer key (`Authorization: Bearer …`); a bad
-or missing key, a bad filter, or one socket past MAX_EVENT_SOCKETS is refused
-before the socket is accepted (daphne answers the handshake 403). Optional
+or missing key, a bad filter, or one socket past MAX_EVENT_SOCKETS (for a read
+key, past MAX_EVENT_SOCKETS less the share kept for the full key: core/caps.py)
+is refused before the socket is accepted (daphne answers the handshake 403). Optional
 query filters: `job=<job id>` and `page=<page id>`.
 
 Each event is one JSON text message (core/events.py builds it once for all
@@ -28,6 +29,7 @@ from django.conf import settings
 
 from core import events
 from core.auth import READ, authorization_matches, key_role
+from core.caps import has_room
 from core.tasks import spawn
 from core.writable import Writable
 from jobs.shapes import for_reader as job_for_reader
@@ -46,7 +48,9 @@ class EventStream(AsyncWebsocketConsumer):
         if not authorization_matches(authorization) or filters is None:
             await self.close()
             return
-        if events.watchers.sockets >= settings.MAX_EVENT_SOCKETS:
+        # Counted here and taken below with no await between; a read key
+        # leaves the full key its share (core/caps.py).
+        if not has_room(key_role(authorization), events.watchers.sockets, settings.MAX_EVENT_SOCKETS):
             await self.close()
             return
         self.job_filter, self.page_filter = filters

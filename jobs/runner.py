@@ -45,6 +45,7 @@ from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core import metrics
 from core.api import ApiError
+from core.auth import FULL
 from core.db_thread import on_db_thread
 from core.errors import (
     ActionFailed,
@@ -321,10 +322,12 @@ class JobRunner:
             raise NoSuchJob(NO_SUCH_JOB)
         return self.shown(job)
 
-    async def wait(self, job_id: str, wait_s: float) -> Job:
+    async def wait(self, job_id: str, wait_s: float, role: str = FULL) -> Job:
         """A long-poll: the job as a poll shows it once it has ended, or after
-        `wait_s` with it still running; NoSuchJob at once for an unknown job."""
-        with self.waiters.waiting(job_id) as ended:
+        `wait_s` with it still running; NoSuchJob at once for an unknown job.
+        `role` is the asking key's: a read key may not take the long-polls
+        kept for the full key (core/caps.py)."""
+        with self.waiters.waiting(job_id, role) as ended:
             # A job running here is running in the store too, until its end is
             # stored: no read is needed to know it, nor to show it.
             run = self.running.get(job_id)

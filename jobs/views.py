@@ -70,14 +70,17 @@ class JobDetail(ApiView):
             errors={
                 400: "`wait` is not a number of seconds in (0, 60].",
                 404: "No such job: unknown, delivered or expired.",
-                503: "MAX_WAITERS long-polls are waiting already.",
+                503: (
+                    "MAX_WAITERS long-polls are waiting already; for a read key, MAX_WAITERS less the tenth (at least "
+                    "one) kept for the full key."
+                ),
             },
         )
     )
     async def get(self, request: Any, job_id: str) -> HttpResponse:
         wait_s = wait_seconds(request)
         check_job_id(job_id)
-        job = await (self.runner.poll(job_id) if wait_s is None else self.runner.wait(job_id, wait_s))
+        job = await (self.runner.poll(job_id) if wait_s is None else self.runner.wait(job_id, wait_s, request.user.role))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time(), acts=request.user.role != READ))

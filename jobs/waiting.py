@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 from django.conf import settings
 
+from core.auth import FULL
+from core.caps import has_room, kept_for_full_key
 from core.errors import WaitersFull
 from jobs.models import Job
 
@@ -26,13 +28,16 @@ class Waiters:
         self.count = 0
 
     @contextlib.contextmanager
-    def waiting(self, job_id: str) -> Iterator[asyncio.Future]:
+    def waiting(self, job_id: str, role: str = FULL) -> Iterator[asyncio.Future]:
         """A future set when the job ends; registered before the caller reads
         the job, so an end between that read and the wait is not missed.
-        WaitersFull past MAX_WAITERS."""
-        if self.count >= settings.MAX_WAITERS:
+        WaitersFull past MAX_WAITERS, or for a read key past its part of it
+        (core/caps.py). Counted and taken in one step: nothing is awaited
+        between the count and the place."""
+        if not has_room(role, self.count, settings.MAX_WAITERS):
             raise WaitersFull(
-                f"{settings.MAX_WAITERS} long-polls are waiting already (MAX_WAITERS); poll without wait, or try again."
+                f"{self.count} long-polls are waiting already "
+                f"(MAX_WAITERS{kept_for_full_key(role, settings.MAX_WAITERS)}); poll without wait, or try again."
             )
         ended = asyncio.get_running_loop().create_future()
         self.by_job.setdefault(job_id, set()).add(ended)
