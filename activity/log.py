@@ -99,6 +99,17 @@ def record_browser_event(message: dict[str, Any]) -> None:
     )
 
 
+def record_refusal(method: str, target: str, why: str) -> None:
+    """A connection the browser's egress guard refused (BROWSER_REFUSE_PRIVATE),
+    as `browser/refused` with status 403; `target` is the URL without its
+    query, or `host:port` for a tunnel. Called from the egress's thread. A
+    browser row: it never counts as work."""
+    record(
+        kind=KIND_BROWSER, method=method, route="browser/refused", path=target, page_id=None, status=403,
+        started_at=time.time(), duration_ms=0.0,
+    )
+
+
 def record_job(
     *,
     family: str,

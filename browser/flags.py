@@ -12,3 +12,14 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-gpu",
 ]
+
+# BROWSER_REFUSE_PRIVATE (browser/egress.py): beside the egress proxy, which
+# carries every connection the browser makes over TCP, nothing goes out
+# another way. WebRTC's UDP never goes through a proxy, so it is not sent;
+# QUIC neither; and Chromium resolves no name itself (the egress resolves
+# each, and a lookup is itself a way to send a name out).
+GUARDED_ARGS = [
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-quic",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+]

@@ -16,11 +16,11 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
-from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import BrowserContext, Page, Playwright, Request, Response, async_playwright
 
 from browser.cookies import CookieJar
-from browser.flags import CHROMIUM_ARGS
-from browser.guard import PrivateGuard
+from browser.egress import Allowance, Egress, Upstream
+from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from core import events, metrics
 from core.api import error_line
@@ -138,7 +138,11 @@ class Browser:
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
         self.cookie_jar = CookieJar()
-        self.guard = PrivateGuard(self._navigation_refused)
+        # BROWSER_REFUSE_PRIVATE: the browser's only way out, started with the
+        # first launch and kept across relaunches (browser/egress.py).
+        self.egress: Egress | None = None
+        # (method, target, why) of each connection the egress refused: the request log.
+        self.on_refused: Callable[[str, str, str], object] | None = None
 
     # --- launching ---------------------------------------------------------------
 
@@ -159,20 +163,26 @@ class Browser:
             args = list(CHROMIUM_ARGS)
             if not settings.CHROMIUM_SANDBOX:
                 args.append("--no-sandbox")  # off by default as root, where Chromium refuses to sandbox
+            if settings.BROWSER_REFUSE_PRIVATE:
+                proxy = {"server": self._start_egress().server}
+                args += GUARDED_ARGS
+            else:
+                proxy = proxy_settings(settings.PENELOPE_PROXY)
             context = await asyncio.wait_for(
                 self._playwright.chromium.launch_persistent_context(
                     str(profile),
                     executable_path=self.executable,
                     headless=settings.PENELOPE_HEADLESS,
-                    proxy=proxy_settings(settings.PENELOPE_PROXY),
+                    proxy=proxy,
                     args=args,
                 ),
                 settings.BROWSER_LAUNCH_TIMEOUT_S,
             )
             context.on("close", self._context_closed)
             self.context = context
-            if settings.BROWSER_REFUSE_PRIVATE:
-                await context.route("**/*", self.guard.handle)
+            if self.egress is not None:
+                context.on("response", self._response)
+                context.on("requestfailed", self._request_failed)
             first_tab = context.pages[0] if context.pages else await self.new_tab()
         except BaseException:
             await self._shut_down()
@@ -182,8 +192,38 @@ class Browser:
         log.info("browser started: %s", self.executable)
         return first_tab
 
-    def _navigation_refused(self, tab: Page, refusal: str) -> None:
-        if self.listener is not None:
+    def _start_egress(self) -> Egress:
+        if self.egress is None:
+            egress = Egress(
+                Allowance.parse(settings.BROWSER_ALLOW),
+                Upstream.from_url(settings.PENELOPE_PROXY),
+                on_refused=self._egress_refused,
+            )
+            egress.start()
+            self.egress = egress
+        return self.egress
+
+    def _egress_refused(self, method: str, target: str, why: str) -> None:
+        """On the egress's thread: a connection was refused."""
+        if self.on_refused is not None:
+            self.on_refused(method, target, why)
+
+    def _response(self, response: Response) -> None:
+        """A page's navigation answered by the egress's refusal: the call in hand answers it."""
+        if response.status == 403 and response.headers.get("x-penelope-refused") == "1":
+            self._navigation_refused(response.request)
+
+    def _request_failed(self, request: Request) -> None:
+        """A navigation whose tunnel the egress refused (https, a redirect hop to one)."""
+        if "ERR_TUNNEL_CONNECTION_FAILED" in (request.failure or ""):
+            self._navigation_refused(request)
+
+    def _navigation_refused(self, request: Request) -> None:
+        tab = _main_frame_navigation_tab(request)
+        if tab is None or self.listener is None or self.egress is None:
+            return
+        refusal = self.egress.sentence_for(request.url)
+        if refusal is not None:
             self.listener.navigation_refused(tab, refusal)
 
     def _set_up(self) -> None:
@@ -349,5 +389,17 @@ class Browser:
         started = self.context is not None
         await self.stopping()
         await self._shut_down()
+        if self.egress is not None:
+            self.egress.close()
+            self.egress = None
         if started:
             log.info("browser closed")
+
+
+def _main_frame_navigation_tab(request: Request) -> Page | None:
+    try:
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            return request.frame.page
+    except Exception:  # a service worker's request has no frame
+        return None
+    return None

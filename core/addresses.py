@@ -1,7 +1,7 @@
 """Which addresses are the host's own: loopback, private, link-local, shared,
 reserved, multicast, a cloud's metadata service, and IPv6 that embeds any of
 those. The webhook guard (jobs/callback_guard.py) and the browser's
-(browser/guard.py) refuse them."""
+(browser/egress.py) refuse them."""
 
 from __future__ import annotations
 

@@ -116,8 +116,12 @@ WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
 WEBHOOK_POLL_S = env_float("WEBHOOK_POLL_S", 5)
 # Opt-in: refuse callbacks into loopback, private, link-local and metadata addresses.
 WEBHOOK_REFUSE_PRIVATE = env_bool("WEBHOOK_REFUSE_PRIVATE", False)
-# Opt-in: the browser refuses requests into them too (browser/guard.py).
+# Opt-in: the browser refuses connections into them too, every one through
+# its egress proxy (browser/egress.py).
 BROWSER_REFUSE_PRIVATE = env_bool("BROWSER_REFUSE_PRIVATE", False)
+# Under BROWSER_REFUSE_PRIVATE, the exceptions: space-separated host,
+# host:port or CIDR network (an intranet site one persona must use).
+BROWSER_ALLOW = env_str("BROWSER_ALLOW")
 MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
 MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)
 SWEEP_S = env_float("SWEEP_S", 60)
@@ -166,6 +170,14 @@ CANCEL_GRACE_S = env_float("CANCEL_GRACE_S", 5)
 # a change made by `manage.py schedules` in another process takes effect
 # within this. The API and the admin wake the loop at once.
 SCHEDULE_CHECK_S = env_float("SCHEDULE_CHECK_S", 5)
+# Schedules stored at once; one more answers 409. Each fires on its own, so
+# this bounds the loop's work (an every-second schedule costs a job start a
+# second: docs/guides/USING_JOBS.md).
+SCHEDULES_MAX = env_int("SCHEDULES_MAX", 100)
+# A schedule whose fires keep being refused logs one line at most this often,
+# with the count of refusals since its last line (the row and the metrics
+# count every one).
+SCHEDULE_REFUSAL_LOG_S = env_float("SCHEDULE_REFUSAL_LOG_S", 60)
 # Long-polls (`GET /api/v1/jobs/{id}?wait=S`) waiting at once; one more answers 503.
 MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # Event sockets (`/api/v1/events`) open at once, and the events each may

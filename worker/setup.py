@@ -95,6 +95,7 @@ def build_runtime() -> Runtime:
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     runtime.services.append(log_browser_events)
+    runtime.browser.on_refused = request_log.record_refusal
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
     runtime.loops.append(Loop("pool pages", close_idle_pool_pages, min(settings.POOL_PAGE_IDLE_S, 30)))

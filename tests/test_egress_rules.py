@@ -1,0 +1,124 @@
+"""The egress guard's rules in-process (browser/egress.py): BROWSER_ALLOW's
+entries, what is refused and why, and the chain to a socks5 proxy, driven
+by a real HTTP client through the real proxy on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import threading
+
+import httpx
+import pytest
+
+from browser.egress import Allowance, Egress, Upstream
+
+
+def test_browser_allow_reads_hosts_ports_and_networks():
+    allowance = Allowance.parse("intranet.corp  wiki.corp:8443 10.2.0.0/16 127.0.0.1:8001 [::1]:9000 192.168.7.7")
+    assert allowance.allows_name("INTRANET.corp.", 443) and allowance.allows_name("intranet.corp", 1)
+    assert allowance.allows_name("wiki.corp", 8443) and not allowance.allows_name("wiki.corp", 443)
+    assert allowance.allows_address("10.2.255.1", 80) and not allowance.allows_address("10.3.0.1", 80)
+    assert allowance.allows_address("127.0.0.1", 8001) and not allowance.allows_address("127.0.0.1", 8002)
+    assert allowance.allows_address("::1", 9000) and not allowance.allows_address("::1", 9001)
+    assert allowance.allows_address("192.168.7.7", 1) and not allowance.allows_address("192.168.7.8", 1)
+    assert Allowance.parse("") == Allowance()
+
+
+@pytest.mark.parametrize("entry", ["host:", "host:0", "host:99999", "host:８０", "a/b", "[::1]x", "ex ample:80:1"])
+def test_a_browser_allow_entry_that_is_none_of_them_is_refused_naming_it(entry):
+    with pytest.raises(ValueError, match="BROWSER_ALLOW"):
+        Allowance.parse(entry)
+
+
+def test_what_is_refused_and_why():
+    egress = Egress(Allowance.parse("intranet.corp 127.0.0.1:8001"))
+    assert egress.refusal("example.com", 443, ["93.184.215.14"]) is None
+    assert egress.refusal("intranet.corp", 443, ["10.0.0.8"]) is None  # named: whatever it resolves to
+    assert egress.refusal("127.0.0.1", 8001, ["127.0.0.1"]) is None
+    assert egress.refusal("127.0.0.1", 8002, ["127.0.0.1"]) == "127.0.0.1 is a loopback, private, link-local or metadata address"
+    # A name with one private address among public ones is refused, naming that address.
+    assert egress.refusal("rebind.example", 80, ["93.184.215.14", "169.254.169.254"]) == (
+        "rebind.example (169.254.169.254) is a loopback, private, link-local or metadata address"
+    )
+    assert egress.refusal("nowhere.invalid", 80, []) == "nowhere.invalid does not resolve"
+
+
+def test_a_personas_proxy_must_be_one_the_egress_can_chain_to():
+    assert Upstream.from_url("") is None
+    assert Upstream.from_url("socks5://u:p%40ss@proxy.lan") == Upstream("socks5", "proxy.lan", 1080, "u", "p@ss")
+    with pytest.raises(ValueError, match="PENELOPE_PROXY"):
+        Upstream.from_url("socks4://proxy.lan:1080")
+
+
+class Socks5:
+    """A socks5 proxy with a user name and password, recording what it is asked to reach."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self.serve, "127.0.0.1", 0), self.loop).result()
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def serve(self, reader, writer):
+        _version, count = await reader.readexactly(2)
+        assert 2 in await reader.readexactly(count)
+        writer.write(b"\x05\x02")
+        _, size = await reader.readexactly(2)
+        user = await reader.readexactly(size)
+        size = (await reader.readexactly(1))[0]
+        password = await reader.readexactly(size)
+        if (user, password) != (b"persona", b"secret"):
+            writer.write(b"\x01\x01")
+            writer.close()
+            return
+        writer.write(b"\x01\x00")
+        _, _, _, kind = await reader.readexactly(4)
+        assert kind == 1  # an IPv4 address: the egress never hands the proxy a name
+        address = ".".join(str(b) for b in await reader.readexactly(4))
+        (port,) = struct.unpack("!H", await reader.readexactly(2))
+        self.asked.append((address, port))
+        up_reader, up_writer = await asyncio.open_connection(address, port)
+        writer.write(b"\x05\x00\x00\x01" + bytes(4) + b"\x00\x00")
+
+        async def pipe(source, sink):
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+
+
+def test_the_egress_reaches_an_allowed_site_through_a_socks5_proxy_and_refuses_the_rest(site):
+    socks = Socks5()
+    site_port = int(site.url.rsplit(":", 1)[1])
+    refusals = []
+    egress = Egress(
+        Allowance.parse(f"127.0.0.1:{site_port}"),
+        Upstream.from_url(f"socks5://persona:secret@127.0.0.1:{socks.port}"),
+        on_refused=lambda *refusal: refusals.append(refusal),
+    )
+    egress.start()
+    try:
+        with httpx.Client(proxy=egress.server, timeout=10) as client:
+            answer = client.get(f"{site.url}/index.html?q=1")
+            assert answer.status_code == 200 and answer.headers["connection"] == "close"
+            assert socks.asked == [("127.0.0.1", site_port)]
+            refused = client.get(f"http://127.0.0.1:{socks.port}/x?secret=1")
+            assert refused.status_code == 403
+            assert refused.text == (
+                f"The browser refused http://127.0.0.1:{socks.port}: 127.0.0.1 is a loopback, private, "
+                "link-local or metadata address (BROWSER_REFUSE_PRIVATE)."
+            )
+        assert socks.asked == [("127.0.0.1", site_port)]
+        assert refusals == [("GET", f"http://127.0.0.1:{socks.port}/x", refused.text.split(": ", 1)[1][:-len(" (BROWSER_REFUSE_PRIVATE).")])]
+        assert egress.sentence_for(f"http://127.0.0.1:{socks.port}/other") == refused.text
+        assert egress.sentence_for(f"{site.url}/index.html") is None
+    finally:
+        egress.close()
+        socks.close()
