@@ -16,7 +16,9 @@ The request line and the headers together are bounded by MAX_HEAD_BYTES
 without their line ends). Past it, where Twisted answered a bare 400 or
 closed the connection without a word, the answer is 414 with the envelope,
 naming the bound and saying to send the parameters as a POST body (a long
-GET query string is what passes it); the connection is then closed.
+GET query string is what passes it); the connection is then closed. A
+request with more than MAX_HEADERS (Twisted's 500) headers, where Twisted
+answered a bare 400, answers 400 with the envelope, and is closed too.
 
 This module says what the refusals answer; how they are hooked into daphne
 and Twisted are framework seams (core/seams.py, `bound_request_bodies` and
@@ -40,6 +42,8 @@ log = logging.getLogger("penelope.serving")
 # The most bytes a request's line and headers may take together (without
 # their line ends); docs/reference/API.md and the OpenAPI document state it.
 MAX_HEAD_BYTES = 16384
+# The most headers a request may have: Twisted's own figure (HTTPChannel.maxHeaders).
+MAX_HEADERS = 500
 
 
 def head_refusal_sentence(server_name: str) -> str:
@@ -47,6 +51,10 @@ def head_refusal_sentence(server_name: str) -> str:
         f"The request line and headers are longer than the {server_name} accepts ({MAX_HEAD_BYTES} bytes "
         "together); send the parameters as a POST body."
     )
+
+
+def too_many_headers_sentence(server_name: str) -> str:
+    return f"The request has more than {MAX_HEADERS} headers, more than the {server_name} accepts; send fewer."
 
 
 def envelope_answer(status_line: bytes, message: str, page_id: str | None) -> bytes:
@@ -80,5 +88,9 @@ def install(server_name: str, page_of: Callable[[str], str | None] | None = None
         log.info("refused a request line and headers past %d bytes: %s %s", MAX_HEAD_BYTES, method[:20], path[:200])
         return envelope_answer(b"414 URI Too Long", head_refusal_sentence(server_name), page(path))
 
+    def too_many_headers(method: str, path: str) -> bytes:
+        log.info("refused a request with more than %d headers: %s %s", MAX_HEADERS, method[:20], path[:200])
+        return envelope_answer(b"400 Bad Request", too_many_headers_sentence(server_name), page(path))
+
     bound_request_bodies(refusal)
-    bound_request_heads(MAX_HEAD_BYTES, head_refusal)
+    bound_request_heads(MAX_HEAD_BYTES, head_refusal, too_many_headers)

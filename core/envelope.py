@@ -25,7 +25,8 @@ JSON_WHITESPACE = b" \t\n\r"
 def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[str, Any]:
     """The request's body as a JSON object, whatever its Content-Type: empty
     (no bytes, or JSON's whitespace only: `-d $'\\n'` is no parameters) is
-    `{}`, anything else that is not JSON 422, anything but an object 400,
+    `{}`, anything else that is not JSON 422, anything but an object 400, an
+    object that names a key twice (at any depth) 400,
     past DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`,
     "worker" or "waker")."""
     try:
@@ -36,12 +37,38 @@ def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[st
     if not raw.strip(JSON_WHITESPACE):
         return {}
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=object_without_repeats)
+    except RepeatedKey as repeated:
+        raise ApiError(
+            400, f"The request body names '{repeated.name[:64]}' twice in one object; send each key once."
+        ) from None
     except (ValueError, RecursionError):
         raise ApiError(422, "The request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     return data
+
+
+class RepeatedKey(Exception):  # noqa: N818 - not an error of the code, a request's fault
+    """A JSON object of the body names a key twice: JSON's parser keeps the
+    last value without a word, so `{"handle": "ghost", "handle": "alice"}`
+    would run as alice."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def object_without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`' object_pairs_hook: the object, or RepeatedKey."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise RepeatedKey(name)
+            seen.add(name)
+    return made
 
 
 class AnswerJson(JSONRenderer):

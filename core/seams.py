@@ -97,11 +97,14 @@ imported here.
    `HTTPChannel` in `_GenericHTTPChannelProtocol`) with the same wrapper
    around a subclass of `HTTPChannel` overriding `lineReceived` (where
    Twisted counts the request line and headers against `totalHeadersSize`
-   and answers a bare 400 past it) and `LineReceiver.lineLengthExceeded`
+   and answers a bare 400 past it), `LineReceiver.lineLengthExceeded`
    (a line past `MAX_LENGTH`, where Twisted closes the connection without
-   a word). No speed gain: it buys behaviour (every request line or header
-   past the bound answers 414 with the envelope, as docs/reference/API.md
-   says), checked by tests/test_head_bound.py on a real worker and waker.
+   a word) and `headerReceived` (where Twisted counts the headers against
+   `maxHeaders` in `_receivedHeaderCount` and answers a bare 400 past it).
+   No speed gain: it buys behaviour (every request line or header past the
+   bound answers 414 with the envelope, and more than 500 headers 400 with
+   the envelope, as docs/reference/API.md says), checked by
+   tests/test_head_bound.py on a real worker and waker.
 
 8. `insert_row` writes the one-row INSERT that `Model.save(force_insert=True)`
    ends in (`_do_insert`, `QuerySet._insert`, `SQLInsertCompiler`; Django

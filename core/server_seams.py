@@ -58,15 +58,19 @@ def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
 # --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
 
 
-def bound_request_heads(limit: int, refusal: Callable[[str, str], bytes]) -> type:
+def bound_request_heads(
+    limit: int, refusal: Callable[[str, str], bytes], too_many: Callable[[str, str], bytes] | None = None
+) -> type:
     """Make daphne read every HTTP/1.1 connection with a subclass of Twisted's
     HTTPChannel that, when a request's line and headers pass `limit` bytes
     (one line, or all of them together, counted as Twisted counts them:
     without their line ends), writes `refusal(method, path)` (the whole
     answer) and closes the connection, where Twisted would answer a bare 400
-    or close without a word. Call it before the server runs; answers the
-    class. daphne is imported here, not at the top, as for
-    `bound_request_bodies`."""
+    or close without a word; and, given `too_many`, writes
+    `too_many(method, path)` for a request with more headers than Twisted
+    takes (its `maxHeaders`, 500), where it answered a bare 400. Call it
+    before the server runs; answers the class. daphne is imported here, not
+    at the top, as for `bound_request_bodies`."""
     from daphne import http_protocol
     from twisted.web import http
 
@@ -84,7 +88,15 @@ def bound_request_heads(limit: int, refusal: Callable[[str, str], bytes]) -> typ
         def lineLengthExceeded(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
             self._refuse_head(line)
 
-        def _refuse_head(self, received: bytes) -> None:
+        def headerReceived(self, line: bytes) -> bool:  # noqa: N802 - Twisted's name
+            # Twisted counts a header once it has stored it, and answers a
+            # bare 400 for the one past `maxHeaders`: that one is refused here first.
+            if too_many is not None and self._receivedHeaderCount >= self.maxHeaders:
+                self._refuse_head(line, too_many)
+                return False
+            return super().headerReceived(line)
+
+        def _refuse_head(self, received: bytes, answer: Callable[[str, str], bytes] = refusal) -> None:
             # The request line as the channel parsed it, when the line past the
             # bound is a header; else what arrived of the request line itself.
             method, target = getattr(self, "_command", None), getattr(self, "_path", None)
@@ -93,7 +105,7 @@ def bound_request_heads(limit: int, refusal: Callable[[str, str], bytes]) -> typ
                 method, _, rest = first.partition(b" ")
                 target = rest.split(b" ", 1)[0]
             path = target.decode("latin-1").split("?", 1)[0]
-            self.transport.write(refusal(method.decode("latin-1"), path))
+            self.transport.write(answer(method.decode("latin-1"), path))
             self.loseConnection()  # as Twisted's own refusal does: nothing more is read
 
     def protocol(factory: http.HTTPFactory) -> http._GenericHTTPChannelProtocol:

@@ -18,7 +18,7 @@ from core.auth import READ
 from core.errors import NoSuchJob
 from core.rest import ApiView, answer, validated
 from core.schema import operation, x_lease
-from core.shapes import JOB_ID_PATTERN
+from core.shapes import JOB_ID_PATTERN, WholeNumber
 from jobs.models import Job
 from jobs.options import plain_seconds
 from jobs.runner import JobRunner
@@ -172,7 +172,7 @@ class JobListQuery(serializers.Serializer):
     page_id = serializers.RegexField(f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page.")
     plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`.")
     schedule = serializers.RegexField(JOB_ID_PATTERN, required=False, help_text="Only jobs this schedule fired (its id).")
-    limit = serializers.IntegerField(
+    limit = WholeNumber(
         min_value=1, max_value=MAX_LIST_LIMIT, default=LIST_LIMIT, help_text="Jobs per answer."
     )
     cursor = serializers.CharField(max_length=200, required=False, help_text="The `next` of the previous answer.")

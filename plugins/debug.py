@@ -51,10 +51,12 @@ _tracing: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
 
 
 def parse_mode(raw: str | None) -> str | None:
-    """X-Debug as sent, or 400. None: not sent (DEBUG_ARTIFACTS decides)."""
+    """X-Debug as sent, or 400. None: not sent (DEBUG_ARTIFACTS decides).
+    Spelled as documented (and as the OpenAPI enum says): `ALWAYS` is
+    refused, as every word value of the API is matched exactly."""
     if raw is None:
         return None
-    mode = raw.strip().lower()
+    mode = raw.strip()
     if mode not in MODES:
         raise ApiError(400, f"{HEADER} must be one of {', '.join(MODES)}.")
     return mode

@@ -39,6 +39,7 @@ from core.errors import (
 )
 from core.redaction import SecretPath, hide_paths, secret_path
 from core.rest import validated
+from plugins import declared
 
 log = logging.getLogger("penelope.plugins")
 
@@ -71,16 +72,26 @@ class Action:
     version: str | None = None
     # Paths into the result whose values only the full key sees (`secret=`).
     secret: tuple[SecretPath, ...] = ()
+    # Takes parameters it does not declare (`extra_params=`), passed on as sent.
+    extra_params: bool = False
 
     @property
     def route(self) -> str:
         return f"{self.family}/{self.name}"
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The validated parameters, or 400 naming the first bad field."""
-        if self.params is None:
-            return {}
-        return dict(validated(self.params, data))
+        """The validated parameters, or 400 naming what is wrong: a parameter
+        the action does not declare (unless it takes extras), an integer not
+        written as one (plugins/declared.py), or the first field its
+        serializer refuses. Extras, when taken, are passed on as sent."""
+        refused = declared.refusal(self.params, data, route=self.route, extra=self.extra_params)
+        if refused is not None:
+            raise ApiError(400, refused)
+        params = dict(validated(self.params, data)) if self.params is not None else {}
+        if self.extra_params:
+            fields = self.params().fields if self.params is not None else {}
+            params = {**{name: value for name, value in data.items() if name not in fields}, **params}
+        return params
 
     def validate_stored(self, stored: dict[str, Any]) -> dict[str, Any]:
         """Parameters a job stored once validated, validated again (a re-run,
@@ -114,11 +125,13 @@ class Family:
     commit) is recorded on every job its actions run, so a result names the
     code that produced it."""
 
-    def __init__(self, name: str, *, version: str | None = None) -> None:
+    def __init__(self, name: str, *, version: str | None = None, extra_params: bool = False) -> None:
         if version is not None and (not isinstance(version, str) or not 0 < len(version.strip()) <= MAX_VERSION):
             raise TypeError(f"Family {name}'s version is a string of 1 to {MAX_VERSION} characters, or None.")
         self.name = name
         self.version = version.strip() if version else None
+        # Its actions take parameters they do not declare (each action may say otherwise).
+        self.extra_params = extra_params
         self.actions: dict[str, Action] = {}
 
     def action(
@@ -128,18 +141,24 @@ class Family:
         params: type[serializers.Serializer] | None = None,
         timeout_s: float | Callable[[dict[str, Any]], float] | None = None,
         secret: Iterable[str] = (),
+        extra_params: bool | None = None,
     ) -> Callable[[ActionFn], ActionFn]:
         """Register an action. `secret` names the result's values that let
         their holder act or pass for the persona (a cookie's value, a
         token), as dotted paths (`"cookies.*.value"`; `*` is every item of
         a list): a read key's polls, list and event sockets show `"…"` in
         their place, while the full key, a webhook and a plain call get the
-        result whole."""
+        result whole. A parameter the action does not declare answers 400
+        naming it, unless `extra_params=True` (or the family's, when left
+        out): the action then gets it as sent."""
         paths = (secret,) if isinstance(secret, str) else tuple(secret)
         secret_paths = tuple(secret_path(path) for path in paths)
 
         def register(fn: ActionFn) -> ActionFn:
-            self.actions[name] = Action(self.name, name, fn, params, timeout_s, self.version, secret_paths)
+            extra = self.extra_params if extra_params is None else extra_params
+            self.actions[name] = Action(
+                self.name, name, fn, params, timeout_s, self.version, secret_paths, extra_params=extra
+            )
             return fn
 
         return register

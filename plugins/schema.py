@@ -42,31 +42,44 @@ def action_parameters(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 def component(components: dict[str, Any], action: Action) -> dict[str, str]:
     """Add the action's parameter schema to the components; answer its `$ref`."""
     name = f"{action.family}.{action.name}.params"
-    described = params_schema(action.params) if action.params else {"type": "object", "properties": {}}
+    closed = not action.extra_params
+    described = params_schema(action.params, closed=closed) if action.params else {"type": "object", "properties": {}}
+    if closed:
+        described["additionalProperties"] = False
     described["description"] = (action.run.__doc__ or f"The parameters of {action.route}.").strip().split("\n\n")[0]
     components[name] = described
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def params_schema(shape: type[serializers.Serializer]) -> dict[str, Any]:
-    return serializer_schema(shape())
+def params_schema(shape: type[serializers.Serializer], *, closed: bool = True) -> dict[str, Any]:
+    """The serializer's parameters as a schema; `closed`, each object of it
+    (nested ones too) says `additionalProperties: false`, as the action
+    refuses a key it does not declare (plugins/declared.py). The top level
+    of an action that takes extras is left open by the caller; its nested
+    objects drop unknown keys (DRF's way), so they are left open too."""
+    return serializer_schema(shape(), closed=closed)
 
 
-def serializer_schema(serializer: serializers.Serializer) -> dict[str, Any]:
-    properties = {name: field_schema(field) for name, field in serializer.fields.items()}
+def serializer_schema(serializer: serializers.Serializer, *, closed: bool = False) -> dict[str, Any]:
+    properties = {name: field_schema(field, closed=closed) for name, field in serializer.fields.items()}
     required = [name for name, field in serializer.fields.items() if field.required]
     described: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         described["required"] = required
+    if closed:
+        described["additionalProperties"] = False
     return described
 
 
-def field_schema(field: serializers.Field) -> dict[str, Any]:
-    """A DRF field as an OpenAPI 3.0 schema, for the kinds the actions use."""
-    if isinstance(field, serializers.Serializer):
-        described = serializer_schema(field)
+def field_schema(field: serializers.Field, *, closed: bool = False) -> dict[str, Any]:
+    """A DRF field as an OpenAPI 3.0 schema, for the kinds the actions use;
+    `closed`: a nested serializer's object refuses keys it does not declare."""
+    if isinstance(field, serializers.ListSerializer):  # `many=True`
+        described = {"type": "array", "items": serializer_schema(field.child, closed=closed)}
+    elif isinstance(field, serializers.Serializer):
+        described = serializer_schema(field, closed=closed)
     elif isinstance(field, serializers.ListField):
-        described = {"type": "array", "items": field_schema(field.child)}
+        described = {"type": "array", "items": field_schema(field.child, closed=closed)}
         bounds(described, field, "min_length", "minItems", "max_length", "maxItems")
     elif isinstance(field, serializers.MultipleChoiceField):
         # A name given twice counts once, so repeats are not refused: no uniqueItems.
@@ -76,7 +89,7 @@ def field_schema(field: serializers.Field) -> dict[str, Any]:
     elif isinstance(field, serializers.ChoiceField):
         described = {"enum": list(field.choices)}
     elif isinstance(field, serializers.DictField):
-        described = {"type": "object", "additionalProperties": field_schema(field.child)}
+        described = {"type": "object", "additionalProperties": field_schema(field.child, closed=closed)}
         if not field.allow_empty:
             described["minProperties"] = 1
         if getattr(field, "max_properties", None) is not None:

@@ -128,7 +128,10 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
             )
         )
     errors = {
-        400: "A parameter is missing or invalid (a selector the browser cannot parse too), or a bad job header.",
+        400: (
+            "A parameter is missing, invalid (a selector the browser cannot parse too), not declared by the action, "
+            "or given twice; or a bad job header."
+        ),
         404: "The page is not open, no such action, or the action's own 'not found'.",
         408: "",
         409: "The page stayed busy for PAGE_WAIT_S.",
@@ -146,8 +149,10 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
         operation_id="callPlugin" if method == "GET" else "callPluginWithBody",
         summary=f"Run a plugin action on a page, parameters in {where}",
         description=(
-            f"Runs `{{family}}/{{action}}` on the page, with its parameters in {where}; parameters the action does "
-            "not declare are ignored. With a job header it answers 202 at once instead.\n\n"
+            f"Runs `{{family}}/{{action}}` on the page, with its parameters in {where}. A parameter the action "
+            "does not declare answers 400 naming it (its schema under `x-actions` then has `additionalProperties: "
+            "false`; a family may declare that it takes others), as does one given twice. With a job header it "
+            "answers 202 at once instead.\n\n"
             "The actions of this worker and their parameters (each action's parameter schema, with types, "
             f"limits and defaults, is under `x-actions`, pointing into the components):\n\n{actions}"
         ),
@@ -171,7 +176,8 @@ def primitive_operation() -> dict[str, Any]:
         summary="One low-level page step",
         description=(
             "Runs one primitive on the page, synchronously (never as a job), with its parameters in the JSON "
-            f"object body.\n\nThe primitives and their parameters:\n\n{names}"
+            "object body; a parameter it does not declare answers 400 naming it.\n\n"
+            f"The primitives and their parameters:\n\n{names}"
         ),
         tags=["plugins"],
         parameters=[
@@ -185,7 +191,7 @@ def primitive_operation() -> dict[str, Any]:
         request={"application/json": FREE_FORM},
         answers={200: OpenApiResponse(ActionAnswer, "The primitive's answer.")},
         errors={
-            400: "A parameter is missing or invalid (a selector the browser cannot parse too), or a job header.",
+            400: "A parameter is missing, invalid (a selector the browser cannot parse too) or not declared; or a job header.",
             404: "The page is not open, or no such primitive.",
             408: "",
             409: "The page stayed busy for PAGE_WAIT_S.",
@@ -199,6 +205,16 @@ def primitive_operation() -> dict[str, Any]:
     )
 
 
+def query_parameters(request: Any, page_id: str) -> dict[str, str]:
+    """A GET call's parameters: one value each. A name given twice answers
+    400 (Django's QueryDict would keep the last one without a word)."""
+    given = request.query_params
+    for name, values in given.lists():
+        if len(values) > 1:
+            raise ApiError(400, f"Parameter '{name[:64]}' is given {len(values)} times in the query string; give it once.", page_id)
+    return {name: values[0] for name, values in given.lists()}
+
+
 class PluginCall(ApiView):
     jobs: JobStarter | None = None  # set by the URL configuration
     acts = True  # a GET runs the action: a read key may not
@@ -208,7 +224,7 @@ class PluginCall(ApiView):
         return plugin_operation(method, self.jobs)
 
     async def get(self, request: Any, page_id: str, family: str, action: str) -> HttpResponse:
-        return await self.call(request, dict(request.query_params.items()), page_id, family, action)
+        return await self.call(request, query_parameters(request, page_id), page_id, family, action)
 
     async def post(self, request: Any, page_id: str, family: str, action: str) -> HttpResponse:
         return await self.call(request, request.data, page_id, family, action)
@@ -245,7 +261,7 @@ class PrimitiveCall(ApiView):
         data = request.data
         if any(header in request.headers for header in JOB_HEADERS):
             raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
-        if request.headers.get(debug.HEADER, "").strip().lower() in (debug.ON_FAILURE, debug.ALWAYS):
+        if debug.parse_mode(request.headers.get(debug.HEADER)) in (debug.ON_FAILURE, debug.ALWAYS):
             raise ApiError(400, f"{debug.HEADER} applies to plugin calls: a primitive is one step, seen in its answer.")
         validate_page_id(page_id)
         found = primitives.actions.get(name)

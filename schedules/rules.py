@@ -38,6 +38,7 @@ from jobs.options import (
     parse_ttl,
     plain_seconds,
 )
+from plugins import declared
 from plugins.framework import find_action
 from schedules import timing
 from schedules.models import Schedule
@@ -141,6 +142,10 @@ def clean_plugin(plugin: str, params: Any) -> dict[str, Any]:
             # Named by its path: `params.seconds`, `params.wait_for.state`.
             message = describe_errors(serializer.errors, "params")
             raise InvalidSchedule("params", message.split(": ", 1)[-1], message)
+    # What the fire's own validation (`Action.validate`) refuses besides.
+    refused = declared.refusal(found.params, params, route=found.route, extra=found.extra_params)
+    if refused is not None:  # a parameter it does not declare, an integer not written as one
+        raise invalid("params", refused)
     return params
 
 

@@ -634,6 +634,42 @@ def test_twisted_bounds_the_head_with_a_bare_400_or_a_silent_close_and_the_seam_
     assert refusals == [("GET", "/api/v1/main/x"), ("GET", "/api/v1/main/x")]
 
 
+def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answers_instead(daphne_factory):
+    """Twisted 26's `HTTPChannel.headerReceived` counts each header once it is
+    stored (`_receivedHeaderCount`) and answers a bare 400 for the one past
+    `maxHeaders` (500). `bound_request_heads` checks the count first in its
+    `headerReceived` and writes `too_many(method, path)`, the envelope
+    (core/bounded_http.py says 500: `MAX_HEADERS`). If this fails, Twisted
+    moved the count or changed the figure: adapt `BoundedChannel` and
+    `MAX_HEADERS` (docs/reference/API.md states it)."""
+    from twisted.web import http
+
+    from core.bounded_http import MAX_HEADERS
+
+    assert http.HTTPChannel.maxHeaders == MAX_HEADERS == 500
+
+    def request(count: int) -> bytes:
+        # Host is one of them.
+        return b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1)) + b"\r\n"
+
+    def answer(count: int) -> tuple[bytes, bool]:
+        protocol, transport = connection(daphne_factory)
+        protocol.dataReceived(request(count))
+        return transport.value(), bool(transport.disconnecting)
+
+    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)  # Twisted's own
+    refusals: list[tuple[str, str]] = []
+
+    def too_many(method: str, path: str) -> bytes:
+        refusals.append((method, path))
+        return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}"
+
+    seams.bound_request_heads(HEAD_LIMIT, lambda method, path: b"", too_many)
+    assert answer(500)[1] is False and refusals == []  # 500 are taken: the request is served
+    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
+    assert refusals == [("GET", "/api/v1/main/x")]
+
+
 # --- relied on: Django's connections belong to a thread ----------------------------------
 
 
