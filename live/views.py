@@ -64,7 +64,7 @@ class PageLive(ApiView):
                 "A one-time link to the page's live view. Anyone holding it can watch (and, with `control`, click "
                 "and type on) this page until it expires, it is revoked, or the page closes; it never carries the "
                 "key. A control link on a leased page needs the lease in X-Lease. Links live in memory: a restart "
-                "revokes them."
+                "revokes them. A read key makes none (403), so all of a page's links are the full key's."
             ),
             tags=["live"],
             parameters=[PAGE_ID, x_lease("For a control link on a leased page: its lease.")],

@@ -12,10 +12,15 @@ import threading
 from collections.abc import Callable
 
 import httpx
+import pytest
+from django.db import connection
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from core.errors import StoreFull
 from harness.worker import WorkerProcess, wait_until
+from media_store import store
+from media_store.models import MediaFile
 
 RACERS = 40
 READER = "read-only-key-0123456789abcdefghijklm"
@@ -180,3 +185,40 @@ def test_a_read_key_makes_no_live_link_so_every_link_is_the_full_keys(make_worke
     with keyed_client(worker, READER) as reader, worker.client() as api:
         assert reader.post("/main/live", json={}).status_code == 403
         assert api.post("/main/live", json={}).status_code == 201
+        document = reader.get("/schema").json()
+    # The OpenAPI document says what is kept for the full key, where each cap is described.
+    poll = document["paths"]["/api/v1/jobs/{job_id}"]["get"]["responses"]["503"]["description"]
+    assert "MAX_WAITERS" in poll and "kept for the full key" in poll
+    assert "A read key makes none (403)" in document["paths"]["/api/v1/{page_id}/live"]["post"]["description"]
+
+
+# --- the media cap, in-process on a real SQLite file: each thread its own connection -----------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_forty_files_stored_together_stop_at_the_media_cap(settings, tmp_path):
+    settings.MEDIA_DIR = tmp_path / "media"
+    settings.MEDIA_MAX_MB = 0.01  # 10,485 bytes: five files of 2,000
+    barrier = threading.Barrier(RACERS)
+    outcomes: list = [None] * RACERS
+
+    def racer(index: int) -> None:
+        try:
+            MediaFile.objects.exists()  # connected before the barrier
+            barrier.wait()
+            try:
+                outcomes[index] = store.put(bytes(2000), content_type="application/octet-stream", filename="f.bin")
+            except StoreFull as refused:
+                outcomes[index] = refused
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=racer, args=(index,)) for index in range(RACERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    stored = [outcome for outcome in outcomes if isinstance(outcome, MediaFile)]
+    assert len(stored) == 5 and sum(isinstance(outcome, StoreFull) for outcome in outcomes) == RACERS - 5
+    assert MediaFile.objects.unclaimed_bytes() == 10_000
+    assert sorted(path.name for path in settings.MEDIA_DIR.iterdir()) == sorted(item.path for item in stored)
