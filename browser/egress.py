@@ -34,23 +34,22 @@ way round. It listens on 127.0.0.1 on a port the system picks.
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import ipaddress
 import logging
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from browser.allowance import Allowance, split_host_port
+from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream, authority, status_of
 from core.addresses import refused_address
 
 log = logging.getLogger("penelope.browser")
 
-HEAD_MAX_BYTES = 256 * 1024  # a request's or response's head; past it the connection is dropped
 HEAD_TIMEOUT_S = 60.0  # for a request's head on a new connection (Chromium opens some ahead of need)
 CONNECT_TIMEOUT_S = 30.0  # for each address, and for the persona's proxy to answer
 RESOLVED_FOR_S = 30.0  # a name's addresses are looked up again after this long
@@ -63,174 +62,8 @@ HOP_BY_HOP = frozenset({
 })
 NO_BODY_STATUSES = frozenset({204, 304})
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
 class Refused(Exception):
     """The guard refuses a target; the message says why, naming the address."""
-
-
-class Unreachable(Exception):
-    """An allowed target could not be connected to; the message says why."""
-
-
-# --- BROWSER_ALLOW -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """BROWSER_ALLOW: the exceptions an operator names, space-separated. A
-    `host` (a name or an address, any port), a `host:port` (`[v6]:port` for
-    IPv6), or a CIDR network (any port). A name is matched as the browser
-    asked for it, whatever it resolves to; an address or a network is
-    matched against the addresses a name resolves to."""
-
-    names: frozenset[str] = frozenset()
-    name_ports: frozenset[tuple[str, int]] = frozenset()
-    networks: tuple[Network, ...] = ()
-    address_ports: frozenset[tuple[Address, int]] = frozenset()
-
-    @classmethod
-    def parse(cls, text: str) -> Allowance:
-        names, name_ports, networks, address_ports = set(), set(), [], set()
-        for entry in text.split():
-            try:
-                networks.append(ipaddress.ip_network(entry, strict=False))
-                continue
-            except ValueError:
-                pass
-            host, port = _split_host_port(entry)
-            if port is None:
-                names.add(_name(host, entry))
-                continue
-            try:
-                address_ports.add((ipaddress.ip_address(host), port))
-            except ValueError:
-                name_ports.add((_name(host, entry), port))
-        return cls(frozenset(names), frozenset(name_ports), tuple(networks), frozenset(address_ports))
-
-    def allows_name(self, host: str, port: int) -> bool:
-        host = host.lower().rstrip(".")
-        return host in self.names or (host, port) in self.name_ports
-
-    def allows_address(self, address: str, port: int) -> bool:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-        return (ip, port) in self.address_ports or any(ip in network for network in self.networks)
-
-
-def _split_host_port(entry: str) -> tuple[str, int | None]:
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        if not rest:
-            return host, None
-        if not rest.startswith(":"):
-            raise ValueError(f"BROWSER_ALLOW: {entry!r} is not a host, host:port or CIDR network.")
-        return host, _port(rest[1:], entry)
-    if entry.count(":") == 1:
-        host, _, port = entry.partition(":")
-        return host, _port(port, entry)
-    return entry, None
-
-
-def _port(text: str, entry: str) -> int:
-    if not (text.isascii() and text.isdigit() and 0 < int(text) < 65536):
-        raise ValueError(f"BROWSER_ALLOW: {entry!r} has no valid port (1-65535).")
-    return int(text)
-
-
-def _name(host: str, entry: str) -> str:
-    name = host.lower().rstrip(".")
-    if not name or not all(part and part.replace("-", "").replace("_", "").isalnum() and part.isascii()
-                            for part in name.split(".")):
-        raise ValueError(f"BROWSER_ALLOW: {entry!r} is not a host, host:port or CIDR network.")
-    return name
-
-
-# --- the persona's proxy, chained ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The persona's own proxy (PENELOPE_PROXY), which the egress connects
-    through once a target is allowed: asked for the checked address, never
-    the name, so the proxy cannot resolve it to something else."""
-
-    scheme: str
-    host: str
-    port: int
-    username: str = ""
-    password: str = field(default="", repr=False)
-
-    SCHEMES = ("http", "https", "socks5")
-    DEFAULT_PORTS = {"http": 80, "https": 443, "socks5": 1080}
-
-    @classmethod
-    def from_url(cls, url: str) -> Upstream | None:
-        if not url:
-            return None
-        parts = urlsplit(url)
-        if parts.scheme not in cls.SCHEMES or not parts.hostname:
-            raise ValueError(
-                "With BROWSER_REFUSE_PRIVATE on, PENELOPE_PROXY must look like "
-                "http://, https:// or socks5://user:pass@host:port."
-            )
-        return cls(parts.scheme, parts.hostname, parts.port or cls.DEFAULT_PORTS[parts.scheme],
-                   unquote(parts.username or ""), unquote(parts.password or ""))
-
-    async def open(self, address: str, port: int) -> Stream:
-        """A connection to `address:port` through the proxy."""
-        stream = await asyncio.open_connection(
-            self.host, self.port, ssl=self.scheme == "https" or None, limit=HEAD_MAX_BYTES,
-        )
-        try:
-            if self.scheme == "socks5":
-                await self._socks5(stream, address, port)
-            else:
-                await self._connect(stream, address, port)
-        except BaseException:
-            stream[1].close()
-            raise
-        return stream
-
-    async def _connect(self, stream: Stream, address: str, port: int) -> None:
-        reader, writer = stream
-        authority = _authority(address, port)
-        lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
-        if self.username or self.password:
-            token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
-            lines.append(f"Proxy-Authorization: Basic {token}")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        status = _status_of(await reader.readuntil(b"\r\n\r\n"))
-        if not 200 <= status < 300:
-            raise Unreachable(f"the persona's proxy answered {status} to CONNECT {authority}")
-
-    async def _socks5(self, stream: Stream, address: str, port: int) -> None:
-        reader, writer = stream
-        with_password = bool(self.username or self.password)
-        writer.write(b"\x05\x02\x00\x02" if with_password else b"\x05\x01\x00")
-        _version, method = await reader.readexactly(2)
-        if method == 2 and with_password:
-            user, password = self.username.encode(), self.password.encode()
-            writer.write(bytes([1, len(user)]) + user + bytes([len(password)]) + password)
-            if (await reader.readexactly(2))[1] != 0:
-                raise Unreachable("the persona's socks5 proxy refused its user name and password")
-        elif method != 0:
-            raise Unreachable("the persona's socks5 proxy accepts none of the offered ways to sign in")
-        ip = ipaddress.ip_address(address)
-        kind = b"\x01" if ip.version == 4 else b"\x04"
-        writer.write(b"\x05\x01\x00" + kind + ip.packed + struct.pack("!H", port))
-        _version, reply, _reserved, bound = await reader.readexactly(4)
-        if reply != 0:
-            raise Unreachable(f"the persona's socks5 proxy could not reach {_authority(address, port)} (reply {reply})")
-        size = {1: 4, 4: 16}.get(bound)
-        if size is None:  # the proxy answered with a name: its length first
-            size = (await reader.readexactly(1))[0]
-        await reader.readexactly(size + 2)  # the address the proxy bound, and its port
-
-
-# --- the proxy ----------------------------------------------------------------------
 
 
 @dataclass
@@ -347,14 +180,14 @@ class Egress:
 
     async def _tunnel(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """https, ws and wss: a tunnel to the checked address."""
-        host, port = _split_host_port(head.target)
+        host, port = split_host_port(head.target)
         if port is None:
             await _answer(writer, 400, "CONNECT needs host:port.")
             return
         try:
             upstream = await self._open(host, port)
         except Refused as refused:
-            self._refused("CONNECT", host, port, f"{_authority(host, port)}", str(refused))
+            self._refused("CONNECT", host, port, f"{authority(host, port)}", str(refused))
             await _answer(writer, 403, sentence("https", host, port, str(refused)))
             return
         except Unreachable as error:
@@ -399,7 +232,7 @@ class Egress:
         passed on as it comes."""
         while True:
             raw = await up_reader.readuntil(b"\r\n\r\n")
-            status = _status_of(raw)
+            status = status_of(raw)
             if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: passed on as they are
                 writer.write(raw)
                 continue
@@ -440,7 +273,7 @@ class Egress:
             except (OSError, TimeoutError, Unreachable, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as error:
                 last = error
         reason = str(last) if isinstance(last, Unreachable) else f"{type(last).__name__}: {last}"
-        raise Unreachable(f"{_authority(host, port)} could not be reached: {reason}")
+        raise Unreachable(f"{authority(host, port)} could not be reached: {reason}")
 
     def refusal(self, host: str, port: int, addresses: list[str]) -> str | None:
         """Why a connection to `host:port` at `addresses` is refused, or None."""
@@ -496,17 +329,6 @@ def _same_address(host: str, address: str) -> bool:
         return ipaddress.ip_address(host.split("%", 1)[0]) == ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-
-
-def _authority(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _status_of(raw: bytes) -> int:
-    try:
-        return int(raw.split(b" ", 2)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 def _head_bytes(first_line: str, headers: list[tuple[str, str]]) -> bytes:

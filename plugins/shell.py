@@ -28,8 +28,8 @@ from playwright.async_api import Browser, BrowserContext, Page, Playwright, asyn
 from playwright.async_api import Error as PlaywrightError
 
 from browser.flags import CHROMIUM_ARGS
+from browser.launch import BrowserNotFound, find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, profile_holder
-from browser.runner import BrowserNotFound, find_executable, proxy_settings
 from core import store_lock
 from core.api import error_line, first_line
 from plugins.framework import Action, Context, Outcome, families, find_action, run_action

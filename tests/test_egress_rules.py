@@ -11,7 +11,9 @@ import threading
 import httpx
 import pytest
 
-from browser.egress import Allowance, Egress, Upstream
+from browser.allowance import Allowance
+from browser.egress import Egress
+from browser.upstream import Upstream
 
 
 def test_browser_allow_reads_hosts_ports_and_networks():
