@@ -132,6 +132,7 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
             "A parameter is missing, invalid (a selector the browser cannot parse too), not declared by the action, "
             "or given twice; or a bad job header."
         ),
+        403: BROWSER_REFUSED,
         404: "The page is not open, no such action, or the action's own 'not found'.",
         408: "",
         409: "The page stayed busy for PAGE_WAIT_S.",
@@ -169,6 +170,13 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
     )
 
 
+BROWSER_REFUSED = (
+    "A read key, which may not act; or, under BROWSER_REFUSE_PRIVATE, the browser's egress guard refused a "
+    "navigation of the page at some hop (a loopback, private, link-local or metadata address, or a name that "
+    "does not resolve, that BROWSER_ALLOW does not name): the sentence names the address."
+)
+
+
 def primitive_operation() -> dict[str, Any]:
     names = "\n".join(f"- `{name}`: {action_parameters(action)}" for name, action in primitives.actions.items())
     return operation(
@@ -192,6 +200,7 @@ def primitive_operation() -> dict[str, Any]:
         answers={200: OpenApiResponse(ActionAnswer, "The primitive's answer.")},
         errors={
             400: "A parameter is missing, invalid (a selector the browser cannot parse too) or not declared; or a job header.",
+            403: BROWSER_REFUSED,
             404: "The page is not open, or no such primitive.",
             408: "",
             409: "The page stayed busy for PAGE_WAIT_S.",
