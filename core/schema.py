@@ -23,6 +23,13 @@ from core.shapes import ErrorEnvelope
 
 # The security scheme of the bearer key.
 BEARER = "bearerAuth"
+BEARER_DESCRIPTION = (
+    "`Authorization: Bearer <PENELOPE_KEY>`, or a read key (PENELOPE_READ_KEYS), which may only read: a start, a "
+    "call, a cancel, a lease or a page change answers 403. A read key's answers hold nothing that lets it act or "
+    "pass for the persona: a job's `callback` has no user-info and `…` for its query string, a result's values "
+    "its action marks secret (a cookie's value) show as `…`, `artifacts` and a question's `live_url` are left "
+    "out; in polls, the job list and event sockets alike. Its requests do not keep a sleepy worker awake."
+)
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):
@@ -32,7 +39,7 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
     name = BEARER
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <PENELOPE_KEY>`."}
+        return {"type": "http", "scheme": "bearer", "description": BEARER_DESCRIPTION}
 
 
 # What a status means when the route does not say more.

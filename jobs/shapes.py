@@ -9,7 +9,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.redaction import url_for_log
+from core.redaction import HIDDEN, url_for_log
 from core.rest import represent
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success
 from jobs.models import Job
@@ -98,9 +98,20 @@ class JobPoll(PageSuccess):
     expires_in = serializers.FloatField(min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs.")
     status = serializers.IntegerField(allow_null=True, help_text="The status the plain call would have answered, null while it runs.")
     result = serializers.DictField(
-        allow_null=True, help_text="The body the plain call would have answered (a success or the envelope), null while it runs."
+        allow_null=True,
+        help_text=(
+            "The body the plain call would have answered (a success or the envelope), null while it runs. "
+            "To a read key (PENELOPE_READ_KEYS), each value the action marks secret (a cookie's value) shows as "
+            f"`{HIDDEN}`, and `artifacts` is left out."
+        ),
     )
-    callback = serializers.CharField(allow_null=True, help_text="The webhook URL, null for a polling job.")
+    callback = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "The webhook URL, null for a polling job. To a read key it shows as the logs show it: without its "
+            f"user-info, and with `{HIDDEN}` for its query string."
+        ),
+    )
     delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
     progress = Progress(allow_null=True, help_text="The plugin's last progress report, or null if it made none.")
     queue = QueuePlace(

@@ -21,6 +21,7 @@ from activity.middleware import ApiGateMiddleware
 from activity.tracker import tracker
 from core.redaction import HIDDEN, hide_paths, secret_path
 from harness.receiver import Receiver
+from harness.waker import WakerProcess
 from harness.worker import TEST_KEY, wait_until
 from plugins.framework import Family
 
@@ -131,6 +132,40 @@ def test_a_read_keys_polls_leave_the_idle_clock_alone(reading):
         # The full key's poll is client activity, as before.
         full.get(f"/jobs/{job_id}")
         assert full.get("/activity").json()["last_activity_at"] > before["last_activity_at"]
+
+
+def test_the_openapi_document_says_what_a_read_key_is_not_shown(reading):
+    with httpx.Client(headers={"Authorization": f"Bearer {READER}"}) as reader:
+        document = reader.get(reading.base_url + "/api/v1/schema").json()
+    scheme = document["components"]["securitySchemes"]["bearerAuth"]["description"]
+    assert "PENELOPE_READ_KEYS" in scheme and "sleepy worker awake" in scheme
+    poll = document["components"]["schemas"]["JobPoll"]["properties"]
+    assert f"shows as `{HIDDEN}`" in poll["result"]["description"]
+    assert "without its user-info" in poll["callback"]["description"]
+
+
+def test_through_the_waker_a_read_key_neither_keeps_a_sleepy_worker_awake_nor_wakes_it(tmp_path):
+    env = {"PENELOPE_KEY": TEST_KEY, "PENELOPE_READ_KEYS": READER}
+    waker = WakerProcess(tmp_path, [{"name": "p1", "mode": "sleepy", "idle_timeout_s": 2, "env": env}],
+                         env={"PENELOPE_PLUGINS": "plugins.web", "WAKER_POLL_S": "0.2"})
+    try:
+        waker.start()
+        with waker.through("p1", key=TEST_KEY) as full:
+            assert full.get("/pages").status_code == 200  # wakes it
+        with waker.through("p1", key=READER) as reader:
+
+            def stopped_while_read():
+                # A dashboard that never stops reading: a list, then a poll.
+                assert reader.get("/jobs").status_code in (200, 503)
+                reader.get("/jobs/0123456789abcdef")
+                return waker.persona("p1")["state"] == "stopped"
+
+            wait_until(stopped_while_read, timeout=60, interval=0, what="the idle worker to stop under a read key's polls")
+            refused = reader.get("/pages")
+            assert refused.status_code == 503 and "A read key never wakes a worker" in refused.json()["error"]
+            assert waker.persona("p1")["state"] == "stopped"
+    finally:
+        waker.stop()
 
 
 # --- in-process: the gate and the secret paths -------------------------------------------

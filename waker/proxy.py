@@ -1,6 +1,7 @@
 """`/w/{persona}/...`: wake the persona's worker and pass the request
 through. HTTP under `api/v1/` (with one of the persona's keys; health never
-wakes) and `GET`/`HEAD` under `live/` (no key: the live view's token is its
+wakes, nor does a read key, whose requests do not count as forwards in
+flight either) and `GET`/`HEAD` under `live/` (no key: the live view's token is its
 credential), the answer streamed back with its status and headers. A
 WebSocket at `api/v1/events` (with a key) or `live/<token>/ws` (no key) is
 opened to the worker first, then accepted, then relayed (waker/socket_relay.py).
@@ -85,6 +86,10 @@ class Route:
     worker: PersonaWorker
     target: bytes
     live: bool
+    # A read key's request (PENELOPE_READ_KEYS): it neither wakes the worker
+    # nor counts as a forward in flight, so a dashboard that polls through
+    # the waker never keeps a sleepy worker awake.
+    reads_only: bool = False
 
     def url(self, scope: Scope) -> str:
         url = self.worker.persona.base_url + self.target.decode("latin-1")
@@ -93,6 +98,13 @@ class Route:
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         return url
+
+
+def read_key_never_wakes(name: str, state: str) -> str:
+    return (
+        f"Persona {name}'s worker is {state}. A read key never wakes a worker: a request through /w/{name}/ with "
+        f"the persona's full key does, as does POST /api/v1/personas/{name}/start."
+    )
 
 
 async def wake(worker: PersonaWorker) -> None:
@@ -161,6 +173,12 @@ class WakerApplication:
             # Checked here too, so a client without a key cannot wake a worker;
             # what a read key may do is the worker's to say.
             raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope")
+        elif not any_key_matches(
+            dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"), worker.persona.key.split()
+        ):
+            if worker.state != RUNNING:
+                raise Refused(503, read_key_never_wakes(name, worker.state))
+            return Route(worker, target, live, reads_only=True)
         return Route(worker, target, live)
 
     async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,7 +193,7 @@ class WakerApplication:
             await refused.answer(send)
             return
         responder = Responder(send)
-        exchange = asyncio.ensure_future(self._exchange(route.worker, scope, route.url(scope), body, responder))
+        exchange = asyncio.ensure_future(self._exchange(route, scope, body, responder))
         gone = asyncio.ensure_future(until_disconnected(receive))
         try:
             await asyncio.wait({exchange, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -189,16 +207,20 @@ class WakerApplication:
             log.error("forwarding %s %s failed", scope["method"], loggable(scope["path"]), exc_info=exchange.exception())
             await responder.finish_after_error()
 
-    async def _exchange(self, worker: PersonaWorker, scope: Scope, url: str, body: bytes, send: Responder) -> None:
+    async def _exchange(self, route: Route, scope: Scope, body: bytes, send: Responder) -> None:
+        worker, url = route.worker, route.url(scope)
         name = worker.persona.name
         try:
-            await wake(worker)
+            if not route.reads_only:
+                await wake(worker)
+            elif worker.state != RUNNING:  # stopped since its route was found
+                raise Refused(503, read_key_never_wakes(name, worker.state))
         except Refused as refused:
             await refused.answer(send)
             return
         headers = [(key, value) for key, value in scope["headers"] if key not in NOT_FORWARDED]
         http = self.supervisor.http
-        with worker.forwarding():
+        with worker.forwarding() if not route.reads_only else contextlib.nullcontext():
             request = http.build_request(scope["method"], url, headers=headers, content=body, timeout=FORWARD_TIMEOUT)
             try:
                 upstream = await http.send(request, stream=True)
@@ -267,7 +289,10 @@ class WakerApplication:
         headers = [(key, value) for key, value in scope["headers"] if key not in SOCKET_NOT_FORWARDED]
 
         async def open_() -> socket_relay.ClientConnection:
-            await wake(route.worker)
+            if not route.reads_only:
+                await wake(route.worker)
+            elif route.worker.state != RUNNING:
+                raise Refused(503, read_key_never_wakes(route.worker.persona.name, route.worker.state))
             return await socket_relay.open_to_worker(route.url(scope), headers, scope.get("subprotocols") or [])
 
         opening = asyncio.ensure_future(open_())
