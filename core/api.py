@@ -46,6 +46,7 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
     errors.KeyInFlight: 409,
     errors.QueueTimedOut: 409,
     errors.ScheduleNameTaken: 409,
+    errors.TooManySchedules: 409,
     errors.ScheduleOverlap: 409,
     errors.KeyReused: 422,
     errors.LeaseRequired: 423,

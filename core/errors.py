@@ -164,5 +164,9 @@ class ScheduleNameTaken(DomainError):
     """Another schedule has this name."""
 
 
+class TooManySchedules(DomainError):
+    """SCHEDULES_MAX schedules are stored."""
+
+
 class ScheduleOverlap(DomainError):
     """A trigger found the schedule's previous job still queued or running, and its overlap is `skip`."""

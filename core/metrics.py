@@ -109,9 +109,12 @@ schedule_misses = Counter(
     "penelope_schedule_misses", "Schedule fires missed while the worker was stopped (past `catchup_s`), or run late.",
     registry=registry,
 )
+# By the status a client's start would have had: a handful of values, where a
+# label per schedule would grow with every schedule ever made.
 schedule_refusals = Counter(
-    "penelope_schedule_refusals", "Schedule fires whose job start was refused (page not open, a full queue, MAX_JOBS...).",
-    registry=registry,
+    "penelope_schedule_refusals",
+    "Schedule fires whose job start was refused, by status (404 page not open, 429 a full queue, 503 MAX_JOBS...).",
+    ["status"], registry=registry,
 )
 
 # Every label value these families can take is known: their series exist, at
@@ -124,6 +127,8 @@ for _outcome in ("delivered", "retry", "gave_up"):
     webhook_attempts.labels(_outcome)
 for _cause in ("browser_stopped", "memory", "calls"):
     browser_relaunches.labels(_cause)
+for _status in ("400", "404", "423", "429", "503"):  # the refusals a schedule's trigger documents
+    schedule_refusals.labels(_status)
 
 # A request's pair of series, by (route, status): `labels()` takes a lock and
 # checks its arguments on every call; a dict lookup is all a request pays.
@@ -229,6 +234,6 @@ def schedule_missed(count: int) -> None:
         schedule_misses.inc(count)
 
 
-def schedule_refused() -> None:
+def schedule_refused(status: int) -> None:
     if ENABLED:
-        schedule_refusals.inc()
+        schedule_refusals.labels(str(status)).inc()

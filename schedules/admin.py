@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 
 from core.admin_base import when
@@ -27,6 +28,10 @@ class ScheduleForm(forms.ModelForm):
         if self.errors:
             return data  # a field's own type error first
         data["callback_url"] = data.get("callback_url") or None  # a blank box: no webhook
+        if self.instance._state.adding and Schedule.objects.count() >= settings.SCHEDULES_MAX:
+            # Said here to the operator; `services.create_schedule` enforces it in the save's own transaction.
+            self.add_error(None, services.too_many().message)
+            return data
         try:
             fields = rules.clean({name: data.get(name) for name in rules.FIELDS})
             rules.check_callback_allowed_sync(fields["callback_url"])
@@ -40,13 +45,15 @@ class ScheduleForm(forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ("name", "cron", "timezone", "next_fire", "paused", "fired", "skipped", "missed", "refused", "last_error")
+    list_display = (
+        "name", "cron", "timezone", "next_fire", "paused", "fired", "skipped", "missed", "refused", "last_refused", "last_error",
+    )
     list_filter = ("paused", "overlap", "plugin")
     search_fields = ("id", "name", "plugin")
     actions = ("pause", "resume")
     readonly_fields = (
-        "id", "next_fire", "last_fired", "last_job_id", "fired", "skipped", "missed", "refused", "last_error", "created",
-        "updated",
+        "id", "next_fire", "last_fired", "last_job_id", "fired", "skipped", "missed", "refused", "last_refused", "last_error",
+        "created", "updated",
     )
     fieldsets = (
         (None, {"fields": ("name", "cron", "timezone", "page_id", "plugin", "params", "paused")}),
@@ -62,6 +69,10 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="last fired")
     def last_fired(self, schedule: Schedule) -> str:
         return when(schedule.last_fired_at)
+
+    @admin.display(description="last refused", ordering="last_refused_at")
+    def last_refused(self, schedule: Schedule) -> str:
+        return when(schedule.last_refused_at)
 
     @admin.display(description="created")
     def created(self, schedule: Schedule) -> str:

@@ -28,7 +28,7 @@ from django.conf import settings
 from activity.tracker import tracker
 from browser.registry import registry
 from core import events, metrics
-from core.api import ApiError
+from core.api import ApiError, refusal
 from core.db_thread import on_db_thread
 from core.errors import DomainError, JobNotCancellable, ScheduleOverlap
 from core.events import Event
@@ -42,6 +42,7 @@ from jobs.shapes import job_body
 from plugins.framework import find_action
 from schedules import rules, timing
 from schedules.models import Schedule
+from schedules.refusals import RefusalLog
 from schedules.selectors import active_schedules, due_schedules, earliest_fire_at
 from schedules.services import schedules_changed
 
@@ -61,15 +62,16 @@ def announce(event: Event, schedule: Schedule, fire_at: float, job: Job | None =
 
 
 class ScheduleFirer:
-    """The one owner of the schedules' in-process state: the wake-up, and
-    the fires in hand (by schedule id), which the loop leaves alone until
-    they end."""
+    """The one owner of the schedules' in-process state: the wake-up, the
+    fires in hand (by schedule id), which the loop leaves alone until they
+    end, and the refusals not logged yet."""
 
     def __init__(self, runner: JobRunner) -> None:
         self.runner = runner
         self.wake = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.firing: dict[str, asyncio.Task] = {}
+        self.refusals = RefusalLog(settings.SCHEDULE_REFUSAL_LOG_S)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -93,6 +95,7 @@ class ScheduleFirer:
                 held_back = False
                 try:
                     held_back = await self.fire_due(time.time())
+                    self.refusals.flush()
                     delay = await self.until_next(held_back)
                 except Exception:
                     log.exception("a step of the schedules' loop failed; the loop goes on")
@@ -213,9 +216,9 @@ class ScheduleFirer:
             job, options = await self.start(schedule, fire_at, following)
         except (DomainError, ApiError) as refused:
             error = refused.message
-            await on_db_thread(schedule.record_refused)(error=error)
-            metrics.schedule_refused()
-            log.warning("schedule %s: its job start was refused: %s", schedule.name, error)
+            await on_db_thread(schedule.record_refused)(error=error, at=time.time())
+            metrics.schedule_refused(refusal(refused).status)
+            self.refusals.refused(schedule_id=schedule.id, name=schedule.name, error=error)
             raise
         await on_db_thread(schedule.record_fired)(at=fire_at, job_id=job.id)
         announce(Event.SCHEDULE_FIRED, schedule, fire_at, job)

@@ -73,6 +73,7 @@ class Schedule(models.Model):
     missed = models.IntegerField(default=0)
     refused = models.IntegerField(default=0)
     last_error = models.TextField(null=True, blank=True)
+    last_refused_at = models.FloatField(null=True, blank=True)
     created_at = models.FloatField()
     updated_at = models.FloatField()
 
@@ -106,8 +107,8 @@ class Schedule(models.Model):
     def record_skipped(self) -> None:
         Schedule.objects.filter(id=self.id).update(skipped=F("skipped") + 1)
 
-    def record_refused(self, *, error: str) -> None:
-        Schedule.objects.filter(id=self.id).update(refused=F("refused") + 1, last_error=error)
+    def record_refused(self, *, error: str, at: float) -> None:
+        Schedule.objects.filter(id=self.id).update(refused=F("refused") + 1, last_error=error, last_refused_at=at)
 
     def record_late(self, *, count: int) -> None:
         """The loop fired late: the instants that passed meanwhile are missed."""

@@ -15,10 +15,11 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 
-from core.errors import NoSuchSchedule, ScheduleNameTaken
+from core.errors import NoSuchSchedule, ScheduleNameTaken, TooManySchedules
 from schedules import timing
 from schedules.models import Schedule
 
@@ -36,14 +37,26 @@ def next_after(fields: dict[str, Any], now: float) -> float | None:
     return timing.next_fire_after(fields["cron"], fields["timezone"], now)
 
 
+def too_many() -> TooManySchedules:
+    return TooManySchedules(f"All {settings.SCHEDULES_MAX} schedules exist (SCHEDULES_MAX); delete one first.")
+
+
 def create_schedule(*, fields: dict[str, Any], now: float) -> Schedule:
     """Store a new schedule (`fields` as `rules.clean` answers them); its
-    first fire is the first instant after `now`."""
+    first fire is the first instant after `now`. TooManySchedules when
+    SCHEDULES_MAX are stored.
+
+    The count and the insert are one step: the store's transactions begin
+    IMMEDIATE (settings.DATABASES), so this one holds SQLite's write lock from
+    the count to the commit, and no other create, from this process's
+    database thread, an admin thread or another process, counts in between."""
     schedule = Schedule(
         id=secrets.token_hex(8), **fields, next_fire_at=next_after(fields, now), created_at=now, updated_at=now,
     )
     try:
         with transaction.atomic():
+            if Schedule.objects.count() >= settings.SCHEDULES_MAX:
+                raise too_many()
             if Schedule.objects.filter(name=fields["name"]).exists():
                 raise name_taken(fields["name"])
             schedule.save(force_insert=True)

@@ -163,6 +163,7 @@ class ScheduleBody(serializers.Serializer):
     missed = serializers.IntegerField(min_value=0, help_text="Fires missed while the worker was stopped.")
     refused = serializers.IntegerField(min_value=0, help_text="Fires whose job start was refused (see last_error).")
     last_error = serializers.CharField(allow_null=True, help_text="Why the last refused fire was refused.")
+    last_refused_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds: when the last refused fire was refused.")
     created_at = serializers.FloatField()
     updated_at = serializers.FloatField()
 
@@ -173,7 +174,9 @@ class ScheduleBody(serializers.Serializer):
             "next_fire_at": None if schedule.paused else schedule.next_fire_at,
             **{
                 name: getattr(schedule, name)
-                for name in ("last_fired_at", "last_job_id", "fired", "skipped", "missed", "refused", "last_error")
+                for name in (
+                    "last_fired_at", "last_job_id", "fired", "skipped", "missed", "refused", "last_error", "last_refused_at",
+                )
             },
             "created_at": schedule.created_at,
             "updated_at": schedule.updated_at,

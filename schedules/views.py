@@ -75,12 +75,16 @@ class ScheduleCollection(ApiView):
             description=(
                 "A cron schedule that starts a job at each of its instants, in its time zone, as a client's start "
                 "with the schedule's job headers would. Every field is checked first, the action's parameters "
-                "included; nothing is stored when one is refused."
+                "included; nothing is stored when one is refused. At most SCHEDULES_MAX schedules (default 100) are "
+                "stored; one more answers 409."
             ),
             tags=["schedules"],
             request=ScheduleInput,
             answers={201: OpenApiResponse(ScheduleShape, "The schedule, with its first `next_fire_at`.")},
-            errors={400: FIELD_ERRORS, 409: "Another schedule has this name.", **dict.fromkeys(BODY_ERRORS, "")},
+            errors={
+                400: FIELD_ERRORS, 409: "Another schedule has this name, or SCHEDULES_MAX schedules exist.",
+                **dict.fromkeys(BODY_ERRORS, ""),
+            },
         )
     )
     async def post(self, request: Any) -> HttpResponse:

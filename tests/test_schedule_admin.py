@@ -56,3 +56,14 @@ def test_pause_and_resume_actions(operator):
     operator.post("/admin/schedules/schedule/", {"action": "resume", "_selected_action": [schedule.id]})
     resumed = Schedule.objects.get(id=schedule.id)
     assert not resumed.paused and resumed.next_fire_at > schedule.next_fire_at  # from now, not from before
+
+
+def test_the_admin_adds_no_schedule_past_schedules_max(operator, settings):
+    settings.SCHEDULES_MAX = 1
+    assert operator.post("/admin/schedules/schedule/add/", FORM).status_code == 302
+    refused = operator.post("/admin/schedules/schedule/add/", {**FORM, "name": "one-too-many"})
+    assert refused.status_code == 200 and b"All 1 schedules exist (SCHEDULES_MAX); delete one first." in refused.content
+    assert list(Schedule.objects.values_list("name", flat=True)) == ["admin-made"]
+    kept = Schedule.objects.get(name="admin-made")
+    changed = operator.post(f"/admin/schedules/schedule/{kept.id}/change/", {**FORM, "priority": "3"})
+    assert changed.status_code == 302 and Schedule.objects.get(id=kept.id).priority == 3  # a change is no new schedule

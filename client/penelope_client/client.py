@@ -90,7 +90,9 @@ class Penelope:
     def create_schedule(self, name: str, *, cron: str, plugin: str, page_id: str = "main", **fields: Any) -> Answer:
         """Store a schedule: `fields` as POST /api/v1/schedules takes them
         (`params`, `timezone`, `result_ttl` or `callback_url`, `overlap`, `retry`, ...).
-        Answers it, with its `schedule_id` and `next_fire_at`."""
+        Answers it, with its `schedule_id`, `next_fire_at` and counters (`refused`,
+        `last_error`, `last_refused_at`...). Busy (409) when the name is taken or
+        SCHEDULES_MAX schedules are stored."""
         body = {"name": name, "cron": cron, "plugin": plugin, "page_id": page_id, **fields}
         return self.request("POST", "/schedules", json=body)
 

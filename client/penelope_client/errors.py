@@ -49,7 +49,8 @@ class Timeout(PenelopeError):
 class Busy(PenelopeError):
     """409: the page is busy or runs a job; a job still runs (or already ended,
     for a cancel); a persona has work in flight (a stop); a plain call whose
-    plugin asks a person (only a job can ask)."""
+    plugin asks a person (only a job can ask); a schedule's name is taken, or
+    SCHEDULES_MAX schedules are stored."""
 
 
 class QueueFull(PenelopeError):
