@@ -178,7 +178,9 @@ def test_every_action_has_its_parameter_schema_in_the_document(document: dict):
     fields = components["web.collect.params"]["properties"]["fields"]["additionalProperties"]
     assert set(fields["properties"]) == {"selector", "attribute"}
     assert components["web.clear-storage.params"]["properties"]["types"]["default"] == ["cache", "local_storage", "session_storage"]
-    assert components["web.state.params"] == {"type": "object", "properties": {}, "description": components["web.state.params"]["description"]}
+    assert components["web.state.params"] == {
+        "type": "object", "properties": {}, "additionalProperties": False, "description": components["web.state.params"]["description"]
+    }
 
 
 # --- a tour: every answer conforms ---------------------------------------------------------

@@ -32,6 +32,8 @@ from django.core.validators import URLValidator
 from core.api import ApiError
 from jobs.options import CALLBACK_HEADER, IDEMPOTENCY_HEADER, TTL_HEADER, parse_callback, parse_idempotency_key
 
+# What may surround a JSON value (RFC 8259): all an empty body holds.
+JSON_WHITESPACE = b" \t\n\r"
 NOWHERE = "http://127.0.0.1:9/"  # the discard port: nothing listens, refused at once
 URL_PARAMETERS = ("url",)
 # Time parameters: (the most the schema allows, the most a fuzz call waits).
@@ -84,6 +86,12 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
     job = TTL_HEADER.lower() in names or CALLBACK_HEADER.lower() in names
     if key is not None and not job and not accepted(parse_idempotency_key, headers[key]):
         headers[TTL_HEADER] = "1"
+    raw = case.body.encode() if isinstance(case.body, str) else case.body
+    if isinstance(raw, bytes) and not raw.strip(JSON_WHITESPACE):
+        # A body of JSON's whitespace only is no parameters, `{}` (API.md;
+        # tests/test_empty_body.py), where the fuzzer sent it as random bytes
+        # to be refused: a form feed (not JSON's whitespace) is, with 422.
+        case.body = b"\x0c"
     declared = set(case.operation.definition.raw.get("x-fuzz-params", ()))
     for container in (case.query, case.body):
         if isinstance(container, dict):
