@@ -1,8 +1,7 @@
 """The job runner: the one owner of a worker's in-process job state.
 
-Built once by the wiring (penelope_site/urls.py) and handed to the views and
-the runtime, it owns everything about jobs that lives in memory rather than
-in the store:
+Built once by the wiring (penelope_site/urls.py), it owns what of the jobs
+lives in memory rather than in the store:
 
 - `running`: the jobs this worker runs now, by id (each a `JobRun`);
 - `held`: the upper bound on the jobs held, which spares most starts a count;
@@ -21,13 +20,12 @@ The invariants between them (checked by `check`, which the tests call):
    it is deleted, past its deadline or forgotten through this runner).
 3. Long-polls on a job are woken only after its end is stored (`run.stored`
    is set first), so a woken waiter answers the stored job without a read.
-4. A key is in `starting` only while a start with it awaits the store; a
-   second start with the same key meanwhile is refused, never stored twice.
+4. A key is in `starting` only while its start awaits the store; a second
+   start with it meanwhile is refused, never stored twice.
 5. `held` is never below the number of jobs the store holds.
 
-The database side is jobs/services.py (changes) and jobs/selectors.py
-(reads); one job's run is jobs/run.py. docs/design/JOB_CORE.md follows a job
-from its start to its delivery.
+The store's side: jobs/services.py, jobs/selectors.py; one run: jobs/run.py;
+a job's walk from start to delivery: docs/design/JOB_CORE.md.
 """
 
 from __future__ import annotations
@@ -110,11 +108,8 @@ class JobRunner:
             if earlier is None:
                 return await self._claim_and_start(page, action, params, lease_id, options, digest)
             if earlier.request_digest != digest:
-                raise KeyReused(
-                    "This Idempotency-Key was sent with a different request (route, page, parameters or job headers); "
-                    "use a new key for a new job.",
-                    page_name,
-                )
+                raise KeyReused("This Idempotency-Key was sent with a different request (route, page, parameters "
+                                "or job headers); use a new key for a new job.", page_name)
             return earlier
         finally:
             self.starting.discard(key)
@@ -190,9 +185,8 @@ class JobRunner:
         try:
             job = await on_db_thread(create_job)(
                 job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
-                options=options,
-                held=self.held, digest=digest, queued=True, under_lease=lease_id is not None, on_any=page is None,
-                family_version=action.version,
+                options=options, held=self.held, digest=digest, queued=True, under_lease=lease_id is not None,
+                on_any=page is None, family_version=action.version,
             )
             self._wait_then_run(job, page, action, params, lease_id)
         finally:
@@ -325,8 +319,7 @@ class JobRunner:
     async def wait(self, job_id: str, wait_s: float, role: str = FULL) -> Job:
         """A long-poll: the job as a poll shows it once it has ended, or after
         `wait_s` with it still running; NoSuchJob at once for an unknown job.
-        `role` is the asking key's: a read key may not take the long-polls
-        kept for the full key (core/caps.py)."""
+        A read key (`role`) may not take the full key's share (core/caps.py)."""
         with self.waiters.waiting(job_id, role) as ended:
             # A job running here is running in the store too, until its end is
             # stored: no read is needed to know it, nor to show it.

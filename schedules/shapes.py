@@ -146,7 +146,9 @@ class ScheduleBody(serializers.Serializer):
     page_id = serializers.CharField(help_text="A page id, or `any`.")
     plugin = serializers.CharField(help_text="`family/action`.")
     params = serializers.DictField()
-    callback_url = serializers.CharField(allow_null=True)
+    callback_url = serializers.CharField(
+        allow_null=True, help_text="To a read key, without its user-info and with `…` for its query string.",
+    )
     result_ttl = serializers.FloatField(allow_null=True)
     queue_timeout = serializers.FloatField(allow_null=True, help_text="null: until the next fire, at most an hour.")
     priority = serializers.IntegerField(min_value=0, max_value=9)

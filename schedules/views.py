@@ -5,6 +5,7 @@ Every field is checked (`ScheduleInput` for the JSON types, then
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
@@ -12,8 +13,10 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from core.api import ApiError
+from core.auth import READ
 from core.db_thread import on_db_thread
 from core.errors import NoSuchSchedule
+from core.redaction import url_for_log
 from core.rest import ApiView, answer, describe_errors
 from core.schema import BODY_ERRORS, operation
 from core.shapes import JOB_ID_PATTERN
@@ -46,6 +49,16 @@ async def cleaned(data: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def shown(schedule: Any, request: Any) -> Any:
+    """A schedule as the asking key may see it: to a read key, its callback
+    as the logs show it (no user-info, no query string)."""
+    if request.user.role != READ or not schedule.callback_url:
+        return schedule
+    seen = copy.copy(schedule)
+    seen.callback_url = url_for_log(schedule.callback_url)
+    return seen
+
+
 async def existing(schedule_id: str) -> Any:
     schedule = None
     if rules.SCHEDULE_ID.fullmatch(schedule_id):
@@ -66,7 +79,8 @@ class ScheduleCollection(ApiView):
     )
     async def get(self, request: Any) -> HttpResponse:
         schedules = await on_db_thread(list_schedules)()
-        return answer(ScheduleList, {"success": True, "page_id": None, "schedules": schedules})
+        seen = [shown(schedule, request) for schedule in schedules]
+        return answer(ScheduleList, {"success": True, "page_id": None, "schedules": seen})
 
     @extend_schema(
         **operation(
@@ -105,7 +119,7 @@ class ScheduleDetail(ApiView):
         )
     )
     async def get(self, request: Any, schedule_id: str) -> HttpResponse:
-        return answer(ScheduleShape, await existing(schedule_id))
+        return answer(ScheduleShape, shown(await existing(schedule_id), request))
 
     @extend_schema(
         **operation(

@@ -114,6 +114,22 @@ def test_a_read_key_sees_no_cookie_value_nor_callback_credentials(reading, site)
         assert COOKIE_SECRET in hit.body.decode()
 
 
+def test_a_read_key_sees_a_schedules_callback_as_the_logs_show_it(reading):
+    reader = httpx.Client(base_url=reading.base_url + "/api/v1", headers={"Authorization": f"Bearer {READER}"}, timeout=60)
+    callback = f"http://hook:{PASSWORD_SECRET}@hooks.example/in?token={TOKEN_SECRET}"
+    with reading.client() as full, reader:
+        made = full.post("/schedules", json={
+            "name": "nightly", "cron": "0 3 * * *", "page_id": "main", "plugin": "web/state", "callback_url": callback,
+        })
+        assert made.status_code == 201, made.text
+        listed, one = reader.get("/schedules"), reader.get(f"/schedules/{made.json()['schedule_id']}")
+        for answer in (listed, one):
+            assert answer.status_code == 200 and leaked(answer.text) == [], answer.text
+        assert one.json()["callback_url"] == f"http://hooks.example/in?{HIDDEN}"
+        assert full.get(f"/schedules/{made.json()['schedule_id']}").json()["callback_url"] == callback
+        full.delete(f"/schedules/{made.json()['schedule_id']}")
+
+
 def test_a_read_keys_polls_leave_the_idle_clock_alone(reading):
     with reading.client() as full:
         job_id = full.post(

@@ -39,8 +39,10 @@ def test_the_admin_adds_a_schedule_through_the_same_rules(operator):
     assert len(schedule.id) == 16 and schedule.next_fire_at is not None and schedule.overlap == "queue"
     listing = operator.get("/admin/schedules/schedule/").content
     assert b"admin-made" in listing and b"*/10 * * * *" in listing and b"America/New_York" in listing
-    changed = operator.post(f"/admin/schedules/schedule/{schedule.id}/change/", {**FORM, "params": '{"x": 1}'})
-    assert changed.status_code == 302  # web/state ignores parameters it does not declare
+    refused = operator.post(f"/admin/schedules/schedule/{schedule.id}/change/", {**FORM, "params": '{"x": 1}'})
+    assert b"Unknown parameter" in refused.content and b"&#x27;x&#x27;" in refused.content  # web/state declares none
+    changed = operator.post(f"/admin/schedules/schedule/{schedule.id}/change/", {**FORM, "priority": "3"})
+    assert changed.status_code == 302 and Schedule.objects.get(id=schedule.id).priority == 3
     refused = operator.post(f"/admin/schedules/schedule/{schedule.id}/change/", {**FORM, "timezone": "Mars/Olympus"})
     assert b"not a time zone" in refused.content
     assert Schedule.objects.get(id=schedule.id).timezone == "America/New_York"
