@@ -32,8 +32,8 @@ from bench import load
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.phases.debug import debug_phase
-from bench.phases.guard import guard_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
+from bench.phases.guard import guard_phase
 from bench.phases.live import live_phase
 from bench.phases.memory import max_pages_memory, memory_rows
 from bench.phases.metrics import metrics_phase
@@ -88,7 +88,7 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
                     steps_phase(worker, client, plan, report)
             if "guard" in phases:
                 print("a browser step with BROWSER_REFUSE_PRIVATE on and off", flush=True)
-                guard_phase(client, plan, report, scratch)
+                guard_phase(plan, report, scratch)  # on workers of its own
             if "c1" in phases or "memory" in phases:
                 print("c=1: reference and job starts", flush=True)
                 with profiled(pid, profile_dir, "c1"):

@@ -41,11 +41,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from browser.allowance import Allowance, split_host_port
-from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream, authority, status_of
+from browser.http1 import UNTIL_CLOSE, Head, answer, copy, copy_body, encode
+from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream, authority
 from core.addresses import refused_address
 
 log = logging.getLogger("penelope.browser")
@@ -55,35 +55,10 @@ CONNECT_TIMEOUT_S = 30.0  # for each address, and for the persona's proxy to ans
 RESOLVED_FOR_S = 30.0  # a name's addresses are looked up again after this long
 RESOLVED_KEPT = 1000
 REFUSALS_KEPT = 256  # the latest refusals, by target, for the calls to say why
-COPY_CHUNK = 256 * 1024
-# Headers that concern one hop, not the request: never passed on.
-HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "upgrade",
-})
-NO_BODY_STATUSES = frozenset({204, 304})
+
 
 class Refused(Exception):
     """The guard refuses a target; the message says why, naming the address."""
-
-
-@dataclass
-class Head:
-    """A request's first line and headers, as the browser sent them."""
-
-    method: str
-    target: str
-    headers: list[tuple[str, str]]
-
-    @classmethod
-    def parse(cls, raw: bytes) -> Head:
-        lines = raw.decode("latin-1").split("\r\n")
-        method, target, _version = lines[0].split(" ", 2)
-        headers = []
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers.append((name.strip(), value.strip()))
-        return cls(method, target, headers)
 
 
 class Egress:
@@ -182,76 +157,74 @@ class Egress:
         """https, ws and wss: a tunnel to the checked address."""
         host, port = split_host_port(head.target)
         if port is None:
-            await _answer(writer, 400, "CONNECT needs host:port.")
+            await answer(writer, 400, "CONNECT needs host:port.")
             return
         try:
             upstream = await self._open(host, port)
         except Refused as refused:
             self._refused("CONNECT", host, port, f"{authority(host, port)}", str(refused))
-            await _answer(writer, 403, sentence("https", host, port, str(refused)))
+            await answer(writer, 403, sentence("https", host, port, str(refused)))
             return
         except Unreachable as error:
-            await _answer(writer, 502, str(error))
+            await answer(writer, 502, str(error))
             return
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await _both_ways((reader, writer), upstream)
 
     async def _forward(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Plain http: one request a connection, passed on in origin form."""
-        parts = urlsplit(head.target)
-        if parts.scheme != "http" or not parts.hostname:
-            await _answer(writer, 400, "The egress guard passes on absolute http:// requests and CONNECT only.")
-            return
-        port = parts.port or 80
+        """Plain http: each request on the browser's connection checked and
+        passed on in origin form to an address checked for its host. The
+        connection to that address is kept for the next request while it
+        names the same host and port, and closed as soon as one names another."""
+        upstream: Stream | None = None
+        reached: tuple[str, int] | None = None
         try:
-            upstream = await self._open(parts.hostname, port)
-        except Refused as refused:
-            said = sentence("http", parts.hostname, parts.port, str(refused))
-            self._refused(head.method, parts.hostname, port, head.target.split("?", 1)[0], str(refused))
-            await _answer(writer, 403, said)
-            return
-        except Unreachable as error:
-            await _answer(writer, 502, str(error))
-            return
-        up_reader, up_writer = upstream
-        try:
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            headers = [(name, value) for name, value in head.headers if name.lower() not in HOP_BY_HOP]
-            up_writer.write(_head_bytes(f"{head.method} {path} HTTP/1.1", [*headers, ("Connection", "close")]))
-            body = asyncio.ensure_future(_copy(reader, up_writer))
-            try:
-                await self._respond(head.method, up_reader, writer)
-            finally:
-                body.cancel()
+            while True:
+                parts = urlsplit(head.target)
+                if parts.scheme != "http" or not parts.hostname:
+                    await answer(writer, 400, "The egress guard passes on absolute http:// requests and CONNECT only.")
+                    return
+                port = parts.port or 80
+                if (parts.hostname, port) != reached:
+                    if upstream is not None:
+                        upstream[1].close()
+                        upstream = reached = None
+                    try:
+                        upstream = await self._open(parts.hostname, port)
+                    except Refused as refused:
+                        self._refused(head.method, parts.hostname, port, head.target.split("?", 1)[0], str(refused))
+                        await answer(writer, 403, sentence("http", parts.hostname, parts.port, str(refused)))
+                        return
+                    except Unreachable as error:
+                        await answer(writer, 502, str(error))
+                        return
+                    reached = (parts.hostname, port)
+                up_reader, up_writer = upstream
+                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                up_writer.write(encode(f"{head.method} {path} HTTP/1.1", head.end_to_end()))
+                await copy_body(reader, up_writer, head.body_framing())
+                if not await self._respond(head.method, up_reader, writer) or head.wants_close():
+                    return
+                head = Head.parse(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S))
+                if head.method == "CONNECT":  # a tunnel on a connection of plain http: not Chromium's way
+                    return
         finally:
-            up_writer.close()
+            if upstream is not None:
+                upstream[1].close()
 
-    async def _respond(self, method: str, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """The answer, its head marked `Connection: close` (so the browser
-        sends its next request on a new connection, checked anew), its body
-        passed on as it comes."""
+    async def _respond(self, method: str, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """The answer passed on as it comes, without the headers of one hop;
+        whether the connections may carry another request."""
         while True:
-            raw = await up_reader.readuntil(b"\r\n\r\n")
-            status = status_of(raw)
-            if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: passed on as they are
-                writer.write(raw)
-                continue
-            break
-        lines = raw.decode("latin-1").split("\r\n")
-        headers = []
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                if name.strip().lower() not in HOP_BY_HOP:
-                    headers.append((name.strip(), value.strip()))
-        writer.write(_head_bytes(lines[0], [*headers, ("Connection", "close")]))
-        if method == "HEAD" or status in NO_BODY_STATUSES:
-            await writer.drain()
-            return
-        length = next((value for name, value in headers if name.lower() == "content-length"), None)
-        chunked = any(name.lower() == "transfer-encoding" for name, _ in headers)
-        limit = int(length) if length is not None and length.isdigit() and not chunked else None
-        await _copy(up_reader, writer, limit)
+            answered = Head.parse(await up_reader.readuntil(b"\r\n\r\n"))
+            if not (100 <= answered.status < 200 and answered.status != 101):
+                break
+            writer.write(encode(answered.first_line, answered.headers))  # 100 Continue, 103 Early Hints
+        framing = answered.body_framing(method)
+        closing = answered.wants_close() or framing == UNTIL_CLOSE
+        writer.write(encode(answered.first_line, answered.end_to_end() + ([("Connection", "close")] if closing else [])))
+        await copy_body(up_reader, writer, framing)
+        return not closing
 
     # --- the check, and the connection to what was checked ---------------------------------
 
@@ -331,41 +304,11 @@ def _same_address(host: str, address: str) -> bool:
         return False
 
 
-def _head_bytes(first_line: str, headers: list[tuple[str, str]]) -> bytes:
-    return (first_line + "\r\n" + "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n").encode("latin-1")
-
-
-async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    body = text.encode()
-    writer.write(_head_bytes(f"HTTP/1.1 {status} {reason}", [
-        ("Content-Type", "text/plain; charset=utf-8"),
-        ("Content-Length", str(len(body))),
-        ("Access-Control-Allow-Origin", "*"),
-        ("X-Penelope-Refused", "1" if status == 403 else "0"),
-        ("Connection", "close"),
-    ]) + body)
-    await writer.drain()
-
-
-async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None) -> None:
-    """Bytes from `reader` to `writer` until its end (or `limit` bytes)."""
-    left = limit
-    while left is None or left > 0:
-        data = await reader.read(COPY_CHUNK if left is None else min(COPY_CHUNK, left))
-        if not data:
-            return
-        writer.write(data)
-        await writer.drain()
-        if left is not None:
-            left -= len(data)
-
-
 async def _both_ways(one: Stream, other: Stream) -> None:
     """A tunnel: each side's bytes to the other, until either side ends."""
     (one_reader, one_writer), (other_reader, other_writer) = one, other
-    forth = asyncio.ensure_future(_copy(one_reader, other_writer))
-    back = asyncio.ensure_future(_copy(other_reader, one_writer))
+    forth = asyncio.ensure_future(copy(one_reader, other_writer))
+    back = asyncio.ensure_future(copy(other_reader, one_writer))
     try:
         await asyncio.wait([forth, back], return_when=asyncio.FIRST_COMPLETED)
     finally:

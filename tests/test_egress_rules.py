@@ -124,3 +124,53 @@ def test_the_egress_reaches_an_allowed_site_through_a_socks5_proxy_and_refuses_t
     finally:
         egress.close()
         socks.close()
+
+
+class KeepAliveSite:
+    """An HTTP/1.1 server that keeps connections alive and counts them; `/chunked` answers in chunks."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.paths: list[str] = []
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self.serve, "127.0.0.1", 0), self.loop).result()
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def serve(self, reader, writer):
+        self.connections += 1
+        while head := (await reader.readuntil(b"\r\n\r\n")).decode():
+            path = head.split(" ")[1]
+            self.paths.append(path)
+            length = next((int(line.split(":")[1]) for line in head.split("\r\n") if line.lower().startswith("content-length")), 0)
+            body = await reader.readexactly(length)
+            if path == "/chunked":
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            else:
+                said = f"{path} {body.decode()}".encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(said), said))
+            await writer.drain()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+
+
+def test_plain_http_keeps_its_connection_per_host_and_checks_every_request():
+    first, second = KeepAliveSite(), KeepAliveSite()
+    egress = Egress(Allowance.parse(f"127.0.0.1:{first.port} localhost:{second.port}"))
+    egress.start()
+    try:
+        with httpx.Client(proxy=egress.server, timeout=10) as client:
+            assert client.post(f"http://127.0.0.1:{first.port}/one", content=b"body").text == "/one body"
+            assert client.get(f"http://127.0.0.1:{first.port}/chunked").text == "hello world"
+            assert client.get(f"http://127.0.0.1:{first.port}/two").text == "/two "
+            assert first.connections == 1  # one connection for the three, kept alive
+            # The browser's next request names another host: checked, and sent to that host only.
+            assert client.get(f"http://localhost:{second.port}/three").text == "/three "
+            refused = client.get(f"http://127.0.0.1:{second.port}/four")  # the address without the name: not allowed
+            assert refused.status_code == 403 and "127.0.0.1 is a loopback" in refused.text
+        assert first.paths == ["/one", "/chunked", "/two"] and second.paths == ["/three"]
+    finally:
+        egress.close()
+        first.close()
+        second.close()

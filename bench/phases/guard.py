@@ -1,6 +1,6 @@
-"""What BROWSER_REFUSE_PRIVATE costs a browser step: the same steps on a
-worker with the egress guard on (BROWSER_ALLOW naming a loopback site) and on
-the run's worker without it, in turn, c=1.
+"""What BROWSER_REFUSE_PRIVATE costs a browser step: the same steps on two
+workers started alike but for the guard, one with the egress guard on
+(BROWSER_ALLOW naming a loopback site) and one without, in turn, c=1.
 
 Two steps: `page.evaluate("1+1")` (no connection: the guard should cost
 nothing) and a navigation to a loopback page with three sub-resources (each
@@ -28,11 +28,15 @@ PARTS = {
     "/style.css": (b"p { color: #333 }", "text/css"),
     "/app.js": (b"document.title += ' ready';", "text/javascript"),
     "/pixel.svg": (b"<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>", "image/svg+xml"),
+    "/favicon.ico": (b"<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>", "image/svg+xml"),
 }
 
 
 class Page(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real site answers
+    # As a real server does: without it, a head and a body written apart on a
+    # kept-alive connection wait for the browser's delayed ACK (about 40 ms).
+    disable_nagle_algorithm = True
 
     def do_GET(self):
         body, kind = PARTS.get(self.path.split("?", 1)[0], (b"", "text/plain"))
@@ -47,20 +51,25 @@ class Page(BaseHTTPRequestHandler):
         pass
 
 
-def guard_phase(client: httpx.Client, plan: Plan, report: Report, scratch: Path) -> None:
+def guard_phase(plan: Plan, report: Report, scratch: Path) -> None:
     site = ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=site.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{site.server_address[1]}/"
-    guarded = WorkerProcess(scratch / "guarded-store", env={
-        "PENELOPE_PLUGINS": "plugins.web", "BROWSER_REFUSE_PRIVATE": "1",
-        "BROWSER_ALLOW": f"127.0.0.1:{site.server_address[1]}",
-    })
+    workers = {
+        "off": WorkerProcess(scratch / "unguarded-store", env={"PENELOPE_PLUGINS": "plugins.web"}),
+        "on": WorkerProcess(scratch / "guarded-store", env={
+            "PENELOPE_PLUGINS": "plugins.web", "BROWSER_REFUSE_PRIVATE": "1",
+            "BROWSER_ALLOW": f"127.0.0.1:{site.server_address[1]}",
+        }),
+    }
     try:
-        guarded.start()
-        with guarded.client() as guarded_client:
-            timings = measure({"off": client, "on": guarded_client}, url, plan)
+        for worker in workers.values():
+            worker.start()
+        with workers["off"].client() as off, workers["on"].client() as on:
+            timings = measure({"off": off, "on": on}, url, plan)
     finally:
-        guarded.stop()
+        for worker in workers.values():
+            worker.stop()
         site.shutdown()
     for step, name in (("evaluate", "`primitive/evaluate` `1+1` (no connection)"),
                        ("goto", "`primitive/goto` a loopback page with three sub-resources (4 connections)")):
@@ -72,7 +81,8 @@ def guard_phase(client: httpx.Client, plan: Plan, report: Report, scratch: Path)
 
 
 def measure(clients: dict[str, httpx.Client], url: str, plan: Plan) -> dict[tuple[str, str], list[float]]:
-    """Each step on each worker once a round, the order turned each round; the warm-up dropped."""
+    """Each step's rounds in turn: on each worker once a round, the order
+    turned each round; the warm-up dropped."""
 
     def evaluate(client: httpx.Client) -> None:
         answer = client.post("/main/primitive/evaluate", json={"expression": "1+1"})
@@ -83,12 +93,12 @@ def measure(clients: dict[str, httpx.Client], url: str, plan: Plan) -> dict[tupl
         assert answer.status_code == 200 and answer.json()["status"] == 200, answer.text
 
     steps = {"evaluate": evaluate, "goto": goto}
-    order = [(step, side) for step in steps for side in clients]
-    timings: dict[tuple[str, str], list[float]] = {key: [] for key in order}
+    timings: dict[tuple[str, str], list[float]] = {(step, side): [] for step in steps for side in clients}
     rounds = plan.c1_requests // 4
-    for n in range(plan.warmup + rounds):
-        for step, side in (order if n % 2 else list(reversed(order))):
-            elapsed, _ = load.timed_ms(functools.partial(steps[step], clients[side]))
-            if n >= plan.warmup:
-                timings[(step, side)].append(elapsed)
+    for step, call in steps.items():  # each step's rounds on their own: an evaluate never follows a navigation
+        for n in range(plan.warmup + rounds):
+            for side in (list(clients) if n % 2 else list(reversed(clients))):
+                elapsed, _ = load.timed_ms(functools.partial(call, clients[side]))
+                if n >= plan.warmup:
+                    timings[(step, side)].append(elapsed)
     return timings
