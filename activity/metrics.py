@@ -92,7 +92,7 @@ class WorkerState(Collector):
             "penelope_page_queue_depth", "Jobs queued for a page now (X-Queue-Timeout), by page.", labels=["page_id"]
         )
         for page in pages:
-            queued.add_metric([page.name], page.lock.jobs_waiting())
+            queued.add_metric([page.name], page.line.jobs_waiting())
         yield queued
         yield GaugeMetricFamily("penelope_pages_max", "Pages that may be open at once (MAX_PAGES).", value=settings.MAX_PAGES)
         yield GaugeMetricFamily("penelope_live_viewers", "Live views open now (sockets on /live/<token>/ws).", value=casts.viewers())

@@ -13,7 +13,6 @@ page's `tab_generation` before and after it).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import secrets
@@ -22,15 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from browser.line import PageLine, Turn
+from browser.line import Line
 from browser.tabs import url_of
 from core import events, metrics
-from core.errors import (
-    InvalidPageId,
-    LeaseRequired,
-    PageBusy,
-    PageNotOpen,
-)
+from core.errors import InvalidPageId, LeaseRequired, PageBusy
 from core.events import Event
 from core.routes import RESERVED_PAGE_IDS  # first path segments the API router uses; a page cannot take them
 
@@ -108,12 +102,13 @@ PAGE_CRASHED = "page_crashed"  # a `reopened` cause besides the browser's (brows
 class ManagedPage:
     name: str
     tab: Page | None = None
-    # The page's one line: who holds it, and the plain calls and queued jobs
-    # that wait for it, in order (browser/line.py).
-    lock: PageLine = field(default_factory=PageLine)
+    # Held by one caller at a time (a claim, a waiter it was handed to, its
+    # opening); the plain calls and queued jobs that wait for it stand in its
+    # line. Both are the broker's to change (browser/broker.py).
+    held: bool = False
+    line: Line = field(default_factory=Line)
     job_id: str | None = None
     lease: Lease | None = None
-    waiting: int = 0
     closed: bool = False
     # The tab's renderer crashed: the tab is replaced before the next call.
     crashed: bool = False
@@ -132,7 +127,7 @@ class ManagedPage:
     on_tab_lost: Callable[[], None] | None = None
     # When a call or a job last let it go (time.monotonic()): idle pool pages close.
     last_used: float = field(default_factory=time.monotonic)
-    # Told when the page is let go or its lease released (browser/pool.py hands it to `any`).
+    # Told when its lease is released (the broker's `offer`: a waiter may take the page).
     on_free: Callable[[ManagedPage], None] | None = None
     # The last replacement of the tab, shown in the page's state:
     # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
@@ -231,7 +226,7 @@ class ManagedPage:
         lease.released_at = time.monotonic()
         self.lease = None
         self._publish(Event.PAGE_RELEASED)
-        if self.on_free is not None and not self.lock.locked():
+        if self.on_free is not None and not self.held:
             self.on_free(self)
         if force:
             log.warning(
@@ -240,104 +235,21 @@ class ManagedPage:
             )
         return lease
 
-    # --- the one-at-a-time lock -----------------------------------------------
+    # --- who holds it ---------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        return self.lock.locked()
+        return self.held
 
-    def _busy_error(self) -> PageBusy:
+    @property
+    def waiting(self) -> int:
+        """Plain calls waiting in its line (queued jobs are counted apart)."""
+        return self.line.calls_waiting()
+
+    def busy_error(self) -> PageBusy:
         if self.job_id:
             return PageBusy(f"Page {self.name} is busy: job {self.job_id} runs on it.", self.name)
         return PageBusy(f"Page {self.name} is busy.", self.name)
-
-    async def acquire(self, lease_id: str | None, wait_s: float) -> Claim:
-        """Wait in arrival order for the page, up to `wait_s`, then 409.
-
-        A caller cancelled while waiting (its client went away) leaves the queue.
-        """
-        self.check_lease(lease_id)
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(wait_s):
-                await self.lock.acquire()
-        except TimeoutError:
-            raise self._busy_error() from None
-        finally:
-            self.waiting -= 1
-        return self._claim(lease_id)
-
-    async def try_acquire(self, lease_id: str | None, job_id: str) -> Claim:
-        """Claim an idle page for a job at once, or 409 without waiting."""
-        self.check_lease(lease_id)
-        if self.job_id:
-            raise PageBusy(f"Page {self.name} already runs job {self.job_id}.", self.name)
-        if not self.lock.take_now():
-            raise PageBusy(f"Page {self.name} is not idle: a call is running on it.", self.name)
-        claim = self._claim(lease_id, job_id)
-        self.job_id = job_id
-        return claim
-
-    def join_queue(self, lease_id: str | None, job_id: str, priority: int) -> Turn:
-        """A queued job's place in the page's line, taken now. A lease it
-        waits under stays alive meanwhile, as under a running call."""
-        lease = self.check_lease(lease_id)
-        if lease is not None:
-            lease.active_calls += 1
-        turn = self.lock.join(priority=priority, job_id=job_id)
-        turn.lease = lease
-        return turn
-
-    def leave_queue(self, turn: Turn) -> None:
-        """The queued job gives its place up (its time ran out, a cancel, a
-        stop); a page handed to it just now goes to the next in line."""
-        self._lease_done_waiting(turn)
-        self.lock.leave(turn)
-
-    def claim_turn(self, turn: Turn, lease_id: str | None) -> Claim:
-        """The queued job's claim, once the page was handed to it; refused
-        (and the page passed on) when its lease is gone or the page closed."""
-        self._lease_done_waiting(turn)
-        claim = self._claim(lease_id, turn.job_id)
-        self.job_id = turn.job_id
-        return claim
-
-    def _lease_done_waiting(self, turn: Turn) -> None:
-        lease, turn.lease = turn.lease, None
-        if lease is not None:
-            lease.active_calls -= 1
-            if lease.active_calls == 0:
-                lease.expires_at = time.monotonic() + lease.ttl
-
-    def _claim(self, lease_id: str | None, job_id: str | None = None) -> Claim:
-        # The page may have been closed or leased while this caller waited.
-        try:
-            if self.closed:
-                raise PageNotOpen(f"Page {self.name} was closed.", self.name)
-            lease = self.check_lease(lease_id)
-        except (PageNotOpen, LeaseRequired):
-            self.lock.release()
-            raise
-        if lease is not None:
-            lease.active_calls += 1
-        events.publish(Event.PAGE_BUSY, page_id=self.name, job_id=job_id)
-        return Claim(page=self, lease=lease, job_id=job_id)
-
-    def release(self, claim: Claim) -> None:
-        if claim.released:
-            return
-        claim.released = True
-        if claim.lease is not None:
-            claim.lease.active_calls -= 1
-            if claim.lease.active_calls == 0:
-                claim.lease.expires_at = time.monotonic() + claim.lease.ttl
-        if claim.job_id and self.job_id == claim.job_id:
-            self.job_id = None
-        self.lock.release()
-        self.last_used = time.monotonic()
-        events.publish(Event.PAGE_IDLE, page_id=self.name, job_id=claim.job_id)
-        if self.on_free is not None and not self.lock.locked():
-            self.on_free(self)
 
     def state(self) -> dict:
         lease = self.current_lease()

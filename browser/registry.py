@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from browser.broker import Broker
 from browser.pages import MAIN_PAGE, PAGE_CRASHED, ManagedPage, validate_page_id
-from browser.pool import Pool
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
@@ -31,12 +31,12 @@ class PageRegistry:
     def __init__(self) -> None:
         self.browser: Browser | None = None
         self.pages: dict[str, ManagedPage] = {}
-        self.pool = Pool(self)
+        self.broker = Broker(self)
 
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
         browser.listener = self
-        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.pool.page_freed)}
+        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.broker.offer)}
 
     def detach(self) -> None:
         for page in self.pages.values():
@@ -116,32 +116,43 @@ class PageRegistry:
             )
         if self.browser is None:
             raise BrowserNotRunning("The browser is not running.", page_id)
-        # Reserve the name before the await so two openers cannot both pass,
-        # and hold its lock (free: no suspension) while its tab opens, so no
-        # call runs on it and no recycle begins under it.
-        page = ManagedPage(page_id, opening=True, on_free=self.pool.page_freed)
-        self.pages[page_id] = page
-        await page.lock.acquire()
+        page = self.reserve(page_id)
         try:
-            page.set_tab(await self.open_tab(page_id, settings.PAGE_WAIT_S))
+            await self.open_tab_of(page)
         except BaseException:
-            self.pages.pop(page_id, None)
+            self.drop(page)
             raise
-        finally:
-            page.opening = False
-            page.lock.release()
-        self.pool.page_freed(page)  # a new page is free: an `any` waiter may take it
+        page.opening = False
+        page.held = False
+        self.broker.offer(page)  # a new page is free: a waiter on `any` may take it
         return page
+
+    def reserve(self, page_id: str) -> ManagedPage:
+        """The page under its name before its tab exists: the name taken
+        before any await, so two openers cannot both pass, and the page held
+        by its opening, so no call runs on it and no recycle begins under it."""
+        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer)
+        self.pages[page_id] = page
+        return page
+
+    async def open_tab_of(self, page: ManagedPage) -> None:
+        page.set_tab(await self.open_tab(page.name, settings.PAGE_WAIT_S))
+
+    def drop(self, page: ManagedPage) -> None:
+        """A reserved page whose tab did not open is forgotten."""
+        if self.pages.get(page.name) is page:
+            del self.pages[page.name]
 
     async def close(self, page_id: str, lease_id: str | None) -> None:
         page = self.get(page_id)
         if page_id == MAIN_PAGE:
             raise PageStaysOpen("Page main is the worker's default page and stays open.", page_id)
         page.check_lease(lease_id)
-        if page.opening or page.busy or page.waiting or len(page.lock):
-            raise page._busy_error()
+        if page.opening or page.held or len(page.line):
+            raise page.busy_error()
         page.closed = True
         del self.pages[page_id]
+        self.broker.closed(page)
         await close_quietly(page.tab, page.name)
 
     async def reopen_tab(self, page: ManagedPage) -> None:

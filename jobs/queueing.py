@@ -20,14 +20,13 @@ import asyncio
 import collections
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from browser.line import Turn
+from browser.broker import WaitCancelled
+from browser.line import Waiter
 from browser.pages import Claim, ManagedPage
-from browser.pool import Pool
 from browser.registry import registry
 from core.errors import Cancelled, DomainError, PageNotOpen, QueueFull, QueueTimedOut
 from core.routes import ANY
@@ -39,41 +38,24 @@ RUN_TIME_WEIGHT = 0.2
 
 @dataclass
 class Place:
-    """Where a queued job waits: its page's line, or the line of `any`."""
+    """Where a queued job waits: its place in its page's line, or in the line of `any`."""
 
-    name: str  # the page's, or "any"
-    turn: Turn
-    leave: Callable[[], None]  # give the place up (a page handed just now goes on)
-    claim: Callable[[], Claim]  # once the turn came: the claim on the page
+    waiter: Waiter
     ran_out: str  # the sentence of a wait that ran out, before "the job waited ..."
-    locate: Callable[[], int | None]  # its position in the line, from 1
 
-
-def place_on_page(page: ManagedPage, job_id: str, priority: int, lease_id: str | None) -> Place:
-    turn = page.join_queue(lease_id, job_id, priority)
-    return Place(
-        page.name, turn, lambda: page.leave_queue(turn), lambda: page.claim_turn(turn, lease_id),
-        f"Page {page.name} stayed busy", lambda: page.lock.position(job_id),
-    )
+    @property
+    def target(self) -> str:
+        return self.waiter.target
 
 
 def place_for(run: JobRun) -> Place:
-    """The queued job's place in its page's line, or in the line of `any`."""
+    """The queued job's place in its page's line, or in the line of `any`,
+    taken now through the broker; a lease it waits under stays alive."""
     job = run.job
-    place = (
-        place_on_page(run.page, job.id, job.priority, run.lease_id) if run.page is not None
-        else place_anywhere(registry.pool, job.id, job.priority)
-    )
-    run.locate = place.locate
-    return place
-
-
-def place_anywhere(pool: Pool, job_id: str, priority: int) -> Place:
-    turn = pool.join(priority, job_id)
-    return Place(
-        ANY, turn, lambda: pool.leave(turn), lambda: pool.claim_turn(turn, job_id), "No page was free",
-        lambda: pool.line.position(job_id),
-    )
+    target = run.page.name if run.page is not None else ANY
+    waiter = registry.broker.join(target, priority=job.priority, job_id=job.id, lease_id=run.lease_id)
+    run.locate = lambda: registry.broker.position(waiter)
+    return Place(waiter, f"Page {target} stayed busy" if run.page is not None else "No page was free")
 
 
 @dataclass(eq=False)
@@ -102,12 +84,12 @@ class JobQueue:
         # their room and are being stored, not in the line yet.
         self.joining: collections.Counter[str] = collections.Counter()
 
-    def take_room(self, page: ManagedPage | None, pool: Pool) -> Room:
+    def take_room(self, page: ManagedPage | None) -> Room:
         """Room for one more job in the page's queue (or the queue of `any`),
         taken at once; QueueFull (429) when QUEUE_MAX jobs wait there already,
         counting the starts that are joining it."""
         name = page.name if page is not None else ANY
-        in_line = page.lock.jobs_waiting() if page is not None else pool.line.jobs_waiting()
+        in_line = registry.broker.jobs_waiting(name)
         waiting = in_line + self.joining[name]
         if waiting >= settings.QUEUE_MAX:
             where = f"Page {name} has" if page is not None else "Any page has"
@@ -134,22 +116,14 @@ async def wait_turn(run: JobRun, place: Place) -> Claim | DomainError:
     running. A worker that stops gives the place up; the job stays queued in
     the store for the next start."""
     job = run.job
+    deadline = time.monotonic() + max(0.0, job.queue_deadline - time.time())
     try:
-        await asyncio.wait(
-            {place.turn.future, run.cancel_requested}, timeout=max(0.0, job.queue_deadline - time.time()),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    except asyncio.CancelledError:
-        place.leave()
-        raise
-    if run.cancel_requested.done() or not place.turn.handed:
-        place.leave()
-        if run.cancel_requested.done():
-            return Cancelled(CANCELLED_ERROR, place.name)
+        return await registry.broker.wait(place.waiter, deadline=deadline, cancel=run.cancel_requested)
+    except WaitCancelled:
+        return Cancelled(CANCELLED_ERROR, place.target)
+    except TimeoutError:
         waited = job.queue_deadline - job.enqueued_at
-        return QueueTimedOut(f"{place.ran_out}: the job waited {waited:g} s in its queue.", place.name)
-    try:
-        return place.claim()
+        return QueueTimedOut(f"{place.ran_out}: the job waited {waited:g} s in its queue.", place.target)
     except DomainError as refused:  # the lease it waited under is gone, or the page was closed
         return refused
 

@@ -183,7 +183,7 @@ class JobRun:
             try:
                 await registry.reopen_tab(self.claim.page)
             finally:
-                self.claim.page.release(self.claim)
+                registry.broker.release(self.claim)
         return True
 
 

@@ -121,12 +121,12 @@ class JobRunner:
         job_id = secrets.token_hex(8)
         try:
             try:
-                claim = await (page.try_acquire(lease_id, job_id) if page is not None else self._claim_any(job_id))
+                claim = await registry.broker.take_now(page.name if page is not None else ANY, job_id=job_id, lease_id=lease_id)
             except PageBusy:
                 if options.queue_timeout is None:
                     raise
                 try:
-                    room = self.queue.take_room(page, registry.pool)
+                    room = self.queue.take_room(page)
                 except QueueFull:
                     metrics.queue_full()
                     raise
@@ -139,12 +139,6 @@ class JobRunner:
         except (PageBusy, QueueFull, JobsFull):
             self.refusals.append(time.monotonic())
             raise
-
-    async def _claim_any(self, job_id: str) -> Claim:
-        claim = await registry.pool.claim_now(job_id)
-        if claim is None:
-            raise PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) are busy or leased.", ANY)
-        return claim
 
     def refused_last_minute(self) -> int:
         cutoff = time.monotonic() - 60
@@ -165,7 +159,7 @@ class JobRunner:
                 family_version=action.version,
             )
         except BaseException:
-            claim.page.release(claim)
+            registry.broker.release(claim)
             raise
         run = self.running[job_id] = JobRun(
             job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None
@@ -229,7 +223,7 @@ class JobRunner:
                     job=run.job, now=time.time(), page_id=claim.page.name, family_version=action.version
                 )
                 if not began:
-                    claim.page.release(claim)  # no longer queued in the store (an operator's command): the page goes on
+                    registry.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
                 metrics.job_waited(run.job.started_at - run.job.enqueued_at)
                 publish(Event.JOB_STARTED, run.job)

@@ -16,7 +16,7 @@ from django.conf import settings
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core.api import refusal
-from core.errors import DomainError, NavigationRefused, PageBusy, TabLost
+from core.errors import DomainError, NavigationRefused, TabLost
 from core.routes import ANY
 from core.tasks import spawn
 from plugins.debug import Recorder
@@ -66,7 +66,7 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
             dropping = spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
             with contextlib.suppress(BaseException):  # a second cancel leaves it to finish alone
                 await asyncio.shield(dropping)
-        page.release(claim)
+        registry.broker.release(claim)
         if ran:  # a call the browser ran counts toward a recycle, and its cookies are read
             registry.call_ended()
 
@@ -89,7 +89,7 @@ async def run_plain(
     # (or at once if it failed), as a call arriving during a relaunch should.
     deadline = time.monotonic() + settings.PAGE_WAIT_S
     await registry.wait_for_browser(page.name, settings.PAGE_WAIT_S)
-    claim = await page.acquire(lease_id, max(0.0, deadline - time.monotonic()))
+    claim = await registry.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
     ctx = Context(page_id=page.name, debug=debug)
     return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
@@ -99,20 +99,7 @@ async def run_anywhere(action: Action, params: dict[str, Any], debug: str | None
     for it), else on the first page that frees within PAGE_WAIT_S, then 409.
     The answer's `page_id` names the page that ran it."""
     await registry.wait_for_browser(ANY, settings.PAGE_WAIT_S)
-    pool = registry.pool
-    claim = await pool.claim_now(None)
-    if claim is None:
-        turn = pool.join(0, None)
-        try:
-            async with asyncio.timeout(settings.PAGE_WAIT_S):
-                await asyncio.shield(turn.future)
-        except TimeoutError:
-            pool.leave(turn)
-            raise PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) stayed busy or leased.", ANY) from None
-        except asyncio.CancelledError:
-            pool.leave(turn)
-            raise
-        claim = pool.claim_turn(turn, None)
+    claim = await registry.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
     page = claim.page
     ctx = Context(page_id=page.name, debug=debug)
     return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

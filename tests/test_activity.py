@@ -386,10 +386,8 @@ def test_purge_skip_rules():
 
 
 async def test_purge_locked_page_is_busy():
-    locked = ManagedPage("p", tab=None)
-    await locked.lock.acquire()
+    locked = ManagedPage("p", tab=None, held=True)
     assert skip_reason(locked) == "busy"
-    locked.lock.release()
 
 
 async def test_purge_skips_pages_in_use_and_keeps_what_idle_pages_show(make_worker, site):

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from browser.pages import ManagedPage
 from harness.worker import WorkerProcess, wait_until
+from tests.support.broker_pages import Pages
 
 BROKEN_LINE = re.compile(r"WARNING penelope\.pages: page main: lease broken by force, (\d+\.\d) s after it was taken")
 
@@ -119,14 +119,15 @@ def test_a_job_under_a_broken_lease_runs_to_its_end_and_the_page_is_free_after(w
 
 
 async def test_a_call_under_a_broken_lease_ends_without_bringing_it_back():
-    page = ManagedPage("main", tab=None)
+    broker = Pages("main").broker
+    page = broker.pages["main"]
     lease = page.take_lease(60, None)
-    claim = await page.acquire(lease.id, 1)
+    claim = await broker.acquire("main", wait_s=1, lease_id=lease.id)
     assert page.release_lease(None, force=True) is lease
     assert page.current_lease() is None and lease.active_calls == 1
-    page.release(claim)
+    broker.release(claim)
     assert page.current_lease() is None and page.lease is None and not page.busy
     assert page.check_lease(None) is None
-    unleased = await page.acquire(None, 1)
+    unleased = await broker.acquire("main", wait_s=1)
     assert unleased.lease is None
-    page.release(unleased)
+    broker.release(unleased)

@@ -1,4 +1,5 @@
-"""Lease rules on a page, without a browser: expiry and renewal."""
+"""Lease rules on a page, and the broker's line on one page, without a
+browser: expiry and renewal, arrival order, timeouts, cancels, job claims."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from browser.pages import ManagedPage
 from core.api import status_of
 from core.errors import LeaseRequired, PageBusy
+from tests.support.broker_pages import Pages
 
 
 def page() -> ManagedPage:
@@ -42,12 +44,13 @@ def test_a_second_client_cannot_take_a_held_lease_but_the_holder_renews_it():
 
 
 async def test_a_lease_never_expires_under_a_call_and_restarts_its_ttl_when_the_call_ends():
-    managed = page()
+    broker = Pages("main").broker
+    managed = broker.pages["main"]
     lease = managed.take_lease(0.05, None)
-    claim = await managed.acquire(lease.id, 1)
+    claim = await broker.acquire("main", wait_s=1, lease_id=lease.id)
     lease.expires_at = time.monotonic() - 10  # its TTL ran out long ago
     assert managed.current_lease() is lease  # but a call under it runs
-    managed.release(claim)
+    broker.release(claim)
     assert managed.current_lease() is lease
     assert lease.expires_in(time.monotonic()) > 0.04
     lease.expires_at = time.monotonic() - 0.001
@@ -55,52 +58,53 @@ async def test_a_lease_never_expires_under_a_call_and_restarts_its_ttl_when_the_
 
 
 async def test_waiters_are_served_in_arrival_order_and_time_out_with_409():
-    managed = page()
-    first = await managed.acquire(None, 1)
+    broker = Pages("main").broker
+    first = await broker.acquire("main", wait_s=1)
     order: list[int] = []
 
     async def wait_turn(number: int, wait_s: float):
-        claim = await managed.acquire(None, wait_s)
+        claim = await broker.acquire("main", wait_s=wait_s)
         order.append(number)
-        managed.release(claim)
+        broker.release(claim)
 
     waiters = [asyncio.create_task(wait_turn(n, 5)) for n in range(5)]
-    late = asyncio.create_task(managed.acquire(None, 0.05))
+    late = asyncio.create_task(broker.acquire("main", wait_s=0.05))
     with pytest.raises(PageBusy) as busy:
         await late
     assert status_of(busy.value) == 409 and busy.value.message == "Page main is busy."
-    managed.release(first)
+    broker.release(first)
     await asyncio.gather(*waiters)
     assert order == [0, 1, 2, 3, 4]
 
 
 async def test_a_cancelled_waiter_gives_its_turn_up():
-    managed = page()
-    first = await managed.acquire(None, 1)
-    gone = asyncio.create_task(managed.acquire(None, 5))
-    staying = asyncio.create_task(managed.acquire(None, 5))
+    broker = Pages("main").broker
+    managed = broker.pages["main"]
+    first = await broker.acquire("main", wait_s=1)
+    gone = asyncio.create_task(broker.acquire("main", wait_s=5))
+    staying = asyncio.create_task(broker.acquire("main", wait_s=5))
     await asyncio.sleep(0)
     assert managed.waiting == 2
     gone.cancel()
     await asyncio.gather(gone, return_exceptions=True)
     assert managed.waiting == 1
-    managed.release(first)
+    broker.release(first)
     claim = await staying
     assert managed.busy
-    managed.release(claim)
+    broker.release(claim)
     assert not managed.busy
 
 
 async def test_a_job_claims_only_an_idle_page():
-    managed = page()
-    claim = await managed.try_acquire(None, "job1")
+    broker = Pages("main").broker
+    claim = await broker.take_now("main", job_id="job1")
     with pytest.raises(PageBusy) as refused:
-        await managed.try_acquire(None, "job2")
+        await broker.take_now("main", job_id="job2")
     assert status_of(refused.value) == 409
     assert refused.value.message == "Page main already runs job job1."
-    managed.release(claim)
-    plain = await managed.acquire(None, 1)
+    broker.release(claim)
+    plain = await broker.acquire("main", wait_s=1)
     with pytest.raises(PageBusy) as refused:
-        await managed.try_acquire(None, "job3")
+        await broker.take_now("main", job_id="job3")
     assert "not idle" in refused.value.message
-    managed.release(plain)
+    broker.release(plain)

@@ -55,9 +55,10 @@ async def check_browser_memory() -> None:
 
 async def close_idle_pool_pages() -> None:
     """POOL_PAGE_IDLE_S: the pages `any` opened and nobody used since."""
+    from browser.pool import close_idle
     from browser.registry import registry
 
-    await registry.pool.close_idle()
+    await close_idle(registry)
 
 
 async def log_browser_events() -> None:

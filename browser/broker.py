@@ -1,0 +1,376 @@
+"""The page broker: the one way a page is taken, whoever takes it.
+
+A page is taken for a plain call or a primitive (by name or on `any`), a
+job that starts at once, a queued job's turn (by name or on `any`), a retry
+after its back-off, a job resumed after a restart, and so a schedule's fire
+(which starts a job). Each taker is a `Waiter` (browser/line.py): `join`
+takes its place now and never suspends, so a queued job's 202 knows its
+position; `wait` waits for its turn, up to a deadline or until a cancel;
+`acquire` does both. The `Claim` it answers is let go by `release`, once.
+
+Who gets a page that frees: the waiters that named it first; then, when the
+page is unleased, the waiters on `any`. Within a line, the highest priority
+first, then arrival. A caller on `any` takes a free page at once, or opens a
+pool page (`pool-1`, ...) while fewer than MAX_PAGES are open; and while
+waiters on `any` outnumber the pages being opened for them and there is
+room, more are opened.
+
+Invariants, asserted by `check()`, which the property test
+(tests/test_broker_property.py) calls after every step of random
+interleavings of join, wait, release, cancel, deadline and close:
+
+1. No idle page while someone waits for it: an open page nobody holds has
+   nobody waiting in its line, nor, when it is unleased, in the line of `any`.
+2. Priority first, then arrival: a page goes to the first waiter of the
+   line it is owed to (`Line.pop`, a heap on (-priority, arrival)).
+3. A cancelled or expired waiter never gets a page: its cancel or its
+   deadline takes it out of its line in the same step, and a page handed to
+   it just before goes on to the next (`leave`).
+4. No page is held twice: a held page has exactly one holder, its claim, the
+   waiter it was handed to, or its own opening.
+5. A page closed under its waiters answers them: PageNotOpen.
+
+Everything runs on the worker's event loop, and nothing is awaited between a
+check and the change it allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from django.conf import settings
+
+from browser.line import Line, Waiter
+from browser.pages import Claim, ManagedPage
+from browser.pool import next_pool_name
+from core import events
+from core.errors import LeaseRequired, PageBusy, PageNotOpen
+from core.events import Event
+from core.routes import ANY
+from core.tasks import spawn
+
+log = logging.getLogger("penelope.pages")
+
+
+class WaitCancelled(Exception):
+    """The waiter's cancel was set (a client cancelled its job) before it took a page."""
+
+
+class Opener(Protocol):
+    """What the broker needs of the page registry: the open pages, and a way to open one."""
+
+    pages: dict[str, ManagedPage]
+
+    def reserve(self, page_id: str) -> ManagedPage:
+        """A new page under `page_id`, held by its opening, before it has a tab."""
+
+    async def open_tab_of(self, page: ManagedPage) -> None:
+        """Give a reserved page its tab; raises when none opens."""
+
+    def drop(self, page: ManagedPage) -> None:
+        """Forget a reserved page whose tab could not be opened."""
+
+
+class Broker:
+    def __init__(self, registry: Opener) -> None:
+        self.registry = registry
+        self.any_line = Line()
+        self._arrivals = itertools.count()
+        self._opening_for_any = 0  # pool pages being opened for the waiters on `any`
+        # Who holds each held page (invariant 4): its claim, or the waiter it was handed to.
+        self.claims: dict[str, Claim] = {}
+        self.handed: dict[str, Waiter] = {}
+
+    @property
+    def pages(self) -> dict[str, ManagedPage]:
+        return self.registry.pages
+
+    def line(self, target: str) -> Line:
+        return self.any_line if target == ANY else self._open_page(target).line
+
+    # --- taking a page ---------------------------------------------------------------------
+
+    async def acquire(
+        self, target: str, *, wait_s: float | None, priority: int = 0, job_id: str | None = None,
+        lease_id: str | None = None,
+    ) -> Claim:
+        """A claim on page `target`, or on any page, waiting in line up to
+        `wait_s` (None: without end): PageBusy past it. On `any`, a free page
+        is taken, or a pool page opened, before any wait."""
+        if target == ANY:
+            claim = await self._any_now(job_id)
+            if claim is not None:
+                return claim
+        waiter = self.join(target, priority=priority, job_id=job_id, lease_id=lease_id)
+        try:
+            return await self.wait(waiter, deadline=None if wait_s is None else time.monotonic() + wait_s)
+        except TimeoutError:
+            raise self.busy_error(target) from None
+
+    async def take_now(self, target: str, *, job_id: str, lease_id: str | None = None) -> Claim:
+        """A job's start without a queue: page `target` idle with nobody in
+        its line, or on `any` a free page or a pool page opened now; PageBusy
+        at once otherwise."""
+        if target != ANY:
+            return self._take_now(target, lease_id, job_id)
+        claim = await self._any_now(job_id)
+        if claim is None:
+            raise PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) are busy or leased.", ANY)
+        return claim
+
+    def join(self, target: str, *, priority: int = 0, job_id: str | None = None, lease_id: str | None = None) -> Waiter:
+        """A place in line, taken now. The page is handed at once when it is
+        free and nobody is ahead; a lease the waiter names is checked now
+        and kept alive while it waits."""
+        future = asyncio.get_running_loop().create_future()
+        waiter = Waiter(target, (-priority, next(self._arrivals)), future, job_id, lease_id)
+        if target == ANY:
+            if lease_id is not None:
+                raise LeaseRequired("X-Lease does not apply to any: it runs on a page nobody leases.", ANY)
+            page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
+            if page is not None:
+                self._hand(page, waiter)
+            else:
+                self.any_line.push(waiter)
+                self._open_for_any()
+            return waiter
+        page = self._open_page(target)
+        waiter.lease = page.check_lease(lease_id)
+        if waiter.lease is not None:
+            waiter.lease.active_calls += 1
+        if not page.held and not len(page.line):
+            self._hand(page, waiter)
+        else:
+            page.line.push(waiter)
+        return waiter
+
+    async def wait(self, waiter: Waiter, *, deadline: float | None = None, cancel: asyncio.Future | None = None) -> Claim:
+        """The waiter's claim once its turn comes. TimeoutError past
+        `deadline` (time.monotonic()); WaitCancelled once `cancel` is set;
+        either way the waiter has left its line, and a page handed to it just
+        before went on. PageNotOpen when its page was closed, LeaseRequired
+        when the lease it waited under is gone."""
+        if waiter.waiting:
+            loop = asyncio.get_running_loop()
+            timer = None if deadline is None else loop.call_later(max(0.0, deadline - time.monotonic()), self.expire, waiter)
+            expire: Callable[[asyncio.Future], None] = lambda _: self.expire(waiter)  # noqa: E731
+            if cancel is not None:
+                cancel.add_done_callback(expire)
+            try:
+                await asyncio.wait({waiter.future})
+            except asyncio.CancelledError:  # the caller went away (a client gone, the worker stops)
+                self.leave(waiter)
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if cancel is not None:
+                    cancel.remove_done_callback(expire)
+        if cancel is not None and cancel.done():
+            self.leave(waiter)
+            raise WaitCancelled
+        if waiter.future.cancelled():
+            raise TimeoutError
+        self._done_waiting(waiter)
+        page = waiter.future.result()  # PageNotOpen: its page was closed under it
+        return self._claim(page, waiter.lease_id, waiter.job_id)
+
+    def expire(self, waiter: Waiter) -> None:
+        """The waiter's time ran out, or its cancel was set: out of its line now."""
+        if waiter.waiting:
+            self.leave(waiter)
+
+    def leave(self, waiter: Waiter) -> None:
+        """A waiter gives its place up; a page handed to it just now goes on."""
+        self._done_waiting(waiter)
+        if waiter.handed:
+            page = waiter.future.result()
+            if self.handed.get(page.name) is waiter:
+                del self.handed[page.name]
+                page.held = False
+                self.offer(page)
+            return
+        waiter.future.cancel()
+        line = self.any_line if waiter.target == ANY else getattr(self.pages.get(waiter.target), "line", None)
+        if line is not None:
+            line.remove(waiter)
+
+    def release(self, claim: Claim) -> None:
+        """Let a claimed page go: to the next it is owed to, or idle. Once."""
+        if claim.released:
+            return
+        claim.released = True
+        page = claim.page
+        if self.claims.get(page.name) is claim:
+            del self.claims[page.name]
+        if claim.lease is not None:
+            claim.lease.active_calls -= 1
+            if claim.lease.active_calls == 0:
+                claim.lease.expires_at = time.monotonic() + claim.lease.ttl
+        if claim.job_id and page.job_id == claim.job_id:
+            page.job_id = None
+        page.held = False
+        page.last_used = time.monotonic()
+        events.publish(Event.PAGE_IDLE, page_id=page.name, job_id=claim.job_id)
+        self.offer(page)
+
+    def offer(self, page: ManagedPage) -> None:
+        """A page may be free now (let go, opened, its lease released or
+        ended): hand it to the first waiter it is owed to."""
+        if page.held or page.closed or self.pages.get(page.name) is not page:
+            return
+        waiter = page.line.pop()
+        if waiter is None:
+            lease = page.current_lease()
+            if lease is None:
+                waiter = self.any_line.pop()
+            elif len(self.any_line) and not lease.active_calls:  # offered again when the lease ends
+                asyncio.get_running_loop().call_later(max(0.0, lease.expires_at - time.monotonic()), self.offer, page)
+        if waiter is not None:
+            self._hand(page, waiter)
+
+    def closed(self, page: ManagedPage) -> None:
+        """The page was closed: whoever waits for it is answered PageNotOpen."""
+        while (waiter := page.line.pop()) is not None:
+            self._done_waiting(waiter)
+            waiter.future.set_exception(PageNotOpen(f"Page {page.name} was closed.", page.name))
+        if self.claims.get(page.name) is not None and self.claims[page.name].page is page:
+            del self.claims[page.name]  # its holder lets it go in its own time; nobody else gets it
+        if self.handed.pop(page.name, None) is not None:  # handed, not yet claimed: its claim finds it closed
+            page.held = False
+
+    def busy_error(self, target: str) -> PageBusy:
+        """The 409 of a wait for `target` that ran out."""
+        if target == ANY:
+            return PageBusy(f"No page is free: all {settings.MAX_PAGES} pages (MAX_PAGES) stayed busy or leased.", ANY)
+        page = self.pages.get(target)
+        if page is not None and page.job_id:
+            return PageBusy(f"Page {target} is busy: job {page.job_id} runs on it.", target)
+        return PageBusy(f"Page {target} is busy.", target)
+
+    def position(self, waiter: Waiter) -> int | None:
+        """A queued job's place in its line, from 1."""
+        if waiter.job_id is None or not waiter.waiting:
+            return None
+        line = self.any_line if waiter.target == ANY else getattr(self.pages.get(waiter.target), "line", None)
+        return None if line is None else line.position(waiter.job_id)
+
+    def jobs_waiting(self, target: str) -> int:
+        return self.line(target).jobs_waiting()
+
+    # --- inside ---------------------------------------------------------------------------
+
+    def _open_page(self, target: str) -> ManagedPage:
+        page = self.pages.get(target)
+        if page is None or page.closed:
+            raise PageNotOpen(f"Page {target} is not open.", target)
+        return page
+
+    def _free_for_any(self, page: ManagedPage) -> bool:
+        return not (page.held or page.closed or len(page.line)) and page.current_lease() is None
+
+    def _hand(self, page: ManagedPage, waiter: Waiter) -> None:
+        page.held = True
+        self.handed[page.name] = waiter
+        waiter.future.set_result(page)
+
+    def _done_waiting(self, waiter: Waiter) -> None:
+        lease, waiter.lease = waiter.lease, None
+        if lease is not None:
+            lease.active_calls -= 1
+            if lease.active_calls == 0:
+                lease.expires_at = time.monotonic() + lease.ttl
+
+    def _take_now(self, target: str, lease_id: str | None, job_id: str | None) -> Claim:
+        """A job's start on a named page: the page idle with nobody in line, at once; PageBusy otherwise."""
+        page = self._open_page(target)
+        page.check_lease(lease_id)
+        if page.job_id:
+            raise PageBusy(f"Page {page.name} already runs job {page.job_id}.", page.name)
+        if page.held or len(page.line):
+            raise PageBusy(f"Page {page.name} is not idle: a call is running on it.", page.name)
+        page.held = True
+        return self._claim(page, lease_id, job_id)
+
+    def _claim(self, page: ManagedPage, lease_id: str | None, job_id: str | None) -> Claim:
+        """The claim on a page held for the caller; the page goes on when it
+        was closed, or its lease changed, while the caller waited."""
+        if self.handed.get(page.name) is not None:
+            del self.handed[page.name]
+        try:
+            if page.closed:
+                raise PageNotOpen(f"Page {page.name} was closed.", page.name)
+            lease = page.check_lease(lease_id)
+        except (PageNotOpen, LeaseRequired):
+            page.held = False
+            self.offer(page)
+            raise
+        if lease is not None:
+            lease.active_calls += 1
+        if job_id is not None:
+            page.job_id = job_id
+        claim = self.claims[page.name] = Claim(page=page, lease=lease, job_id=job_id)
+        events.publish(Event.PAGE_BUSY, page_id=page.name, job_id=job_id)
+        return claim
+
+    async def _any_now(self, job_id: str | None) -> Claim | None:
+        """A free page, or a pool page opened now, claimed; None when every
+        page is busy or leased and MAX_PAGES are open."""
+        page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
+        if page is None:
+            if len(self.pages) >= settings.MAX_PAGES:
+                return None
+            page = self.registry.reserve(next_pool_name(self.pages))
+            try:
+                await self.registry.open_tab_of(page)
+            except BaseException:
+                self.registry.drop(page)
+                raise
+            page.opening = False  # still held: it is this caller's
+        page.held = True
+        return self._claim(page, None, job_id)
+
+    def _open_for_any(self) -> None:
+        """Open pool pages for the waiters on `any` while there is room."""
+        while len(self.any_line) > self._opening_for_any and len(self.pages) < settings.MAX_PAGES:
+            page = self.registry.reserve(next_pool_name(self.pages))
+            self._opening_for_any += 1
+            spawn(self._opened_for_any(page), about=f"opening page {page.name} for a waiter on any")
+
+    async def _opened_for_any(self, page: ManagedPage) -> None:
+        try:
+            await self.registry.open_tab_of(page)
+        except Exception as error:  # the waiters wait on; their deadlines end them
+            log.warning("page %s could not be opened for a waiter on any: %s", page.name, error)
+            self.registry.drop(page)
+            return
+        finally:
+            self._opening_for_any -= 1
+        page.opening = False
+        page.held = False
+        self.offer(page)
+
+    # --- the invariants ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert the invariants of the module's docstring."""
+        waiting_any = [waiter for waiter in self.any_line.waiters if waiter.waiting]
+        for name, page in self.pages.items():
+            holders = [holder for holder in (self.claims.get(name), self.handed.get(name)) if holder is not None]
+            holders += ["opening"] if page.opening else []
+            assert len(holders) == (1 if page.held else 0), f"page {name}: held={page.held}, holders {holders}"
+            for waiter in page.line.waiters:
+                assert waiter.waiting, f"a waiter in page {name}'s line that waits no more"
+            if page.held:
+                continue
+            assert not len(page.line), f"page {name} is idle while {len(page.line)} wait for it"
+            assert page.lease is not None or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
+        for waiter in self.any_line.waiters:
+            assert waiter.waiting, "a waiter in the line of any that waits no more"
+        for name, waiter in self.handed.items():
+            assert waiter.handed and waiter.future.result() is self.pages.get(name, waiter.future.result())

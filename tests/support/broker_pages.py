@@ -1,0 +1,36 @@
+"""Pages without a browser, for the broker's in-process tests: a registry
+whose pages have no tab and whose pool pages open at the next turn of the
+loop (the broker's contract with the real registry, browser/registry.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from browser.broker import Broker
+from browser.pages import ManagedPage
+
+
+class Pages:
+    def __init__(self, *names: str) -> None:
+        self.broker = Broker(self)
+        self.pages = {name: ManagedPage(name, tab=None, on_free=self.broker.offer) for name in names}
+        self.opened: list[str] = []
+
+    def reserve(self, page_id: str) -> ManagedPage:
+        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer)
+        self.pages[page_id] = page
+        return page
+
+    async def open_tab_of(self, page: ManagedPage) -> None:
+        await asyncio.sleep(0)
+        self.opened.append(page.name)
+
+    def drop(self, page: ManagedPage) -> None:
+        if self.pages.get(page.name) is page:
+            del self.pages[page.name]
+
+    def close(self, name: str) -> None:
+        """Close a page, whoever holds it or waits for it (the broker answers its waiters)."""
+        page = self.pages.pop(name)
+        page.closed = True
+        self.broker.closed(page)

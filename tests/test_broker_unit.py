@@ -1,0 +1,79 @@
+"""The page broker's rules one at a time, in-process (browser/broker.py):
+who goes first, what `any` takes, leases, and a page closed under its
+waiters. tests/test_broker_property.py drives them at random."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import override_settings
+
+from core.errors import PageNotOpen
+from core.routes import ANY
+from tests.support.broker_pages import Pages
+
+
+async def test_priority_first_then_arrival_and_a_pages_own_line_before_any():
+    broker = Pages("main").broker
+    holder = await broker.acquire("main", wait_s=None)
+    with override_settings(MAX_PAGES=1):
+        order = []
+
+        async def wait(target: str, priority: int, tag: str) -> None:
+            claim = await broker.wait(broker.join(target, priority=priority, job_id=tag))
+            order.append(tag)
+            broker.release(claim)
+
+        waiting = [
+            asyncio.create_task(wait(ANY, 9, "any-9")),
+            asyncio.create_task(wait("main", 0, "main-0")),
+            asyncio.create_task(wait("main", 2, "main-2a")),
+            asyncio.create_task(wait("main", 2, "main-2b")),
+        ]
+        await asyncio.sleep(0)
+        broker.check()
+        broker.release(holder)
+        await asyncio.gather(*waiting)
+    assert order == ["main-2a", "main-2b", "main-0", "any-9"]
+
+
+async def test_a_waiter_on_any_gets_a_pool_page_opened_while_there_is_room():
+    pages = Pages("main")
+    broker = pages.broker
+    holder = await broker.acquire("main", wait_s=None)
+    with override_settings(MAX_PAGES=2):
+        claim = await broker.wait(broker.join(ANY, job_id="queued"), deadline=None)
+    assert claim.page.name == "pool-1" and pages.opened == ["pool-1"]
+    broker.check()
+    broker.release(claim)
+    broker.release(holder)
+
+
+async def test_a_leased_page_is_not_anys_until_its_lease_is_released():
+    pages = Pages("main")
+    broker = pages.broker
+    lease = pages.pages["main"].take_lease(3600, None)
+    with override_settings(MAX_PAGES=1):
+        waiter = broker.join(ANY)
+        await asyncio.sleep(0)
+        assert waiter.waiting
+        broker.check()
+        pages.pages["main"].release_lease(lease.id)
+        claim = await broker.wait(waiter)
+    assert claim.page.name == "main"
+    broker.release(claim)
+
+
+async def test_a_page_closed_under_its_waiters_answers_them():
+    pages = Pages("main", "p1")
+    broker = pages.broker
+    holder = await broker.acquire("p1", wait_s=None)
+    waiters = [asyncio.create_task(broker.acquire("p1", wait_s=5)) for _ in range(3)]
+    await asyncio.sleep(0)
+    pages.close("p1")
+    for waiter in waiters:
+        with pytest.raises(PageNotOpen, match="Page p1 was closed."):
+            await waiter
+    broker.release(holder)  # the holder lets the closed page go: nobody gets it
+    broker.check()
