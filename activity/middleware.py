@@ -30,6 +30,7 @@ from core import metrics
 from core.api import API_PREFIX
 from core.auth import FULL, key_matches, request_role
 from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
+from core.seams import close_with
 from plugins.framework import find_action
 from plugins.primitives import primitives
 
@@ -138,11 +139,10 @@ class ApiGateMiddleware:
             response.streaming_content = _until_sent(response.streaming_content, end, response.status_code)
             # A client gone before the stream even started leaves the generator
             # unstarted (its `finally` never runs), but the response is always
-            # closed (on the loop for /api/, core/seams.py; in a thread by
-            # Django's own handler): end then, on the loop. `_resource_closers`
-            # is how Django's own FileResponse closes its file.
+            # closed (on the loop for /api/, core/seams/; in a thread by
+            # Django's own handler): end then, on the loop.
             loop = asyncio.get_running_loop()
-            response._resource_closers.append(lambda: loop.call_soon_threadsafe(end, CLIENT_CLOSED))
+            close_with(response, lambda: loop.call_soon_threadsafe(end, CLIENT_CLOSED))
         else:
             end(response.status_code)
         return response

@@ -21,6 +21,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from core.seams import django_request_of
+
 REALM = 'Bearer realm="penelope"'
 KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
 READ_ONLY = (
@@ -99,7 +101,7 @@ class BearerKey(BaseAuthentication):
     authenticated (None), and `HasKey` answers 401 with `REALM`."""
 
     def authenticate(self, request: Any) -> tuple[KeyHolder, str] | None:
-        role = request_role(request._request)
+        role = request_role(django_request_of(request))
         return (HOLDERS[role], "bearer") if role else None
 
     def authenticate_header(self, request: Any) -> str:

@@ -21,7 +21,7 @@ request with more than MAX_HEADERS (Twisted's 500) headers, where Twisted
 answered a bare 400, answers 400 with the envelope, and is closed too.
 
 This module says what the refusals answer; how they are hooked into daphne
-and Twisted are framework seams (core/seams.py, `bound_request_bodies` and
+and Twisted are framework seams (core/seams/, `bound_request_bodies` and
 `bound_request_heads`). `tests/test_bounds.py` and `tests/test_head_bound.py`
 check the bounds on a real worker and waker.
 """

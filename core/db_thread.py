@@ -31,6 +31,9 @@ from typing import Any, ParamSpec, TypeVar
 from django.db import DatabaseError, OperationalError, connection
 from django.db.backends.signals import connection_created
 
+# From the module, not the package: the package's ORM piece imports this module.
+from core.seams.sqlite import run_sqlite_script
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -170,8 +173,7 @@ def new_store_vacuums(sender: Any, connection: Any, **kwargs: Any) -> None:
     with connection.cursor() as cursor:
         empty = cursor.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
     if empty and not connection.in_atomic_block:
-        with connection.wrap_database_errors:
-            connection.connection.executescript("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+        run_sqlite_script(connection, "PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
 
 
 # Pages one step of `release_free_pages` gives back: 4 MiB of the file, a
@@ -189,9 +191,7 @@ def release_free_pages() -> int:
     with connection.cursor() as cursor:
         free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
         if free and not connection.in_atomic_block:
-            # Python's sqlite3 steps a PRAGMA once, and each step of this one
-            # frees one page; a script is stepped to its end.
-            with connection.wrap_database_errors:
-                connection.connection.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+            # A script: a cursor steps this PRAGMA once, which frees one page.
+            run_sqlite_script(connection, f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
         return free - cursor.execute("PRAGMA freelist_count").fetchone()[0]

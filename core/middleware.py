@@ -7,7 +7,7 @@ thread and back. The API (a bearer key, no cookies) needs none of them, so
 and hands every other request straight on. CSRF's view check, which Django
 runs between URL resolution and the view, is forwarded for admin paths too.
 Running Django middleware outside Django's handler is a framework seam
-(core/seams.py, `MiddlewareChain`).
+(core/seams/, `MiddlewareChain`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ run on the worker's event loop, where the browser lives. Its dispatch keeps
 the request path free of thread hops and of DRF's per-request extras the API
 does not use (the `Allow` header on every answer): that part replaces adrf's
 and DRF's own code, so it lives with the project's other framework seams
-(core/seams.py, `InlineDispatch`).
+(core/seams/, `InlineDispatch`).
 
 - Bodies go through `JsonObjectBody`, whatever the Content-Type says.
 - Answers are rendered by the serializer that describes them in the OpenAPI
@@ -35,7 +35,7 @@ from core.api import ApiError, internal_error, refusal
 from core.auth import KEY_REQUIRED, BearerKey, HasKey
 from core.envelope import error_response, json_response, read_json_object
 from core.errors import DomainError, QueueFull
-from core.seams import InlineDispatch
+from core.seams import InlineDispatch, django_request_of
 
 log = logging.getLogger("penelope.api")
 
@@ -54,7 +54,7 @@ class JsonObjectBody(BaseParser):
     media_type = "application/json"  # what the schema says; FirstChoice picks it for any type
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> dict:
-        return read_json_object(parser_context["request"]._request)
+        return read_json_object(django_request_of(parser_context["request"]))
 
 
 class FirstChoice(BaseContentNegotiation):

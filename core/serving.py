@@ -61,7 +61,9 @@ def event_loop() -> asyncio.AbstractEventLoop:
     import daphne.server  # noqa: F401 - installs the reactor
     from twisted.internet import reactor
 
-    loop = reactor._asyncioEventloop
+    from core.seams import asyncio_loop_of
+
+    loop = asyncio_loop_of(reactor)
     asyncio.set_event_loop(loop)
     return loop
 

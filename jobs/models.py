@@ -222,7 +222,7 @@ class Job(models.Model):
         job of the same id.
 
         The INSERT is the one `save()` ends in, without what `save()` does
-        around it (core/seams.py, `insert_row`): about 60 of the 370 µs the
+        around it (core/seams/, `insert_row`): about 60 of the 370 µs the
         ORM took on a job start's path (docs/BENCHMARKS.md)."""
         job = cls(state=state, **fields)
         insert_row(job)

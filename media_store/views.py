@@ -15,6 +15,7 @@ from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView
 from core.schema import operation
+from core.seams import close_with
 from media_store import store
 from media_store.models import MediaFile
 
@@ -66,7 +67,7 @@ async def download(token: str) -> StreamingHttpResponse:
         _downloading.add(item.token)
         # A client gone before the stream started never runs the stream's
         # `finally`; Django closes every response, so free the link there too.
-        response._resource_closers.append(lambda: _downloading.discard(item.token))
+        close_with(response, lambda: _downloading.discard(item.token))
     response["Content-Length"] = str(item.size)
     response["Content-Disposition"] = f'attachment; filename="{item.filename}"'
     response["Cache-Control"] = "no-store"

@@ -14,6 +14,7 @@ from django.contrib import admin, messages
 
 from core.admin_base import when
 from core.errors import InvalidSchedule
+from core.seams import take_saved_row
 from schedules import rules, services
 from schedules.models import Schedule
 
@@ -88,7 +89,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             saved = services.update_schedule(schedule_id=obj.id, fields=fields, now=time.time())
         else:
             saved = services.create_schedule(fields=fields, now=time.time())
-        obj.__dict__.update(saved.__dict__)  # the admin's messages and redirect read the saved row
+        take_saved_row(obj, saved)  # the admin's messages and redirect read the saved row
 
     def delete_model(self, request: Any, obj: Schedule) -> None:
         services.delete_schedule(schedule_id=obj.id)

@@ -168,7 +168,7 @@ def test_an_overlong_lease_header(api, unchanged):
 
 def test_an_oversized_header_is_refused_with_414_and_changes_nothing(worker, unchanged):
     # A header line past the 16 KiB bound is refused before the worker's code
-    # (core/seams.py, bound_request_heads): 414 with the envelope, then the
+    # (core/seams/, bound_request_heads): 414 with the envelope, then the
     # connection closes. tests/test_head_bound.py checks the bound itself.
     request = (
         f"POST /api/v1/main/plugin/web/state HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {worker.key}\r\n"

@@ -1,11 +1,14 @@
 """The house rules a reader relies on, checked in-process from the source:
 no module of the project over 400 lines, no import circle between its
 modules (imports under `if TYPE_CHECKING:` and inside functions count too),
-and one list of the words the API's paths take from page ids."""
+no private name of a framework outside the seams (core/seams/), and one
+list of the words the API's paths take from page ids."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -205,3 +208,183 @@ def test_page_ids_and_routes_share_one_list_of_words():
                 words.add(first)
     # The WebSocket's route, and `any`, which the plugin route takes in the page's place.
     assert words | {routes.EVENTS, routes.ANY} == routes.RESERVED_PAGE_IDS
+
+
+# --- the frameworks' private names, in the seams only ---------------------------------
+
+FRAMEWORKS = ("django", "rest_framework", "adrf", "daphne", "twisted", "playwright", "channels", "asgiref")
+# Where those names may be used: the seams, and the tests that pin what they rely on.
+SEAM_PLACES = ("core/seams/", "tests/test_seams.py")
+# Underscored names Django documents as its models' public API (the `_meta`
+# API; `Model._state` and `Model._default_manager` in the model and manager
+# references): not private, whatever their spelling.
+DOCUMENTED = frozenset({"_meta", "_state", "_default_manager"})
+# Internals without an underscore: the DB-API connection under Django's wrapper.
+UNDERSCORELESS = ("connection.connection",)
+# A private name a framework defines: a function or class, or an attribute
+# or variable it assigns (`self._x = `, `_x = `, `_x: T = `).
+DEFINED = re.compile(
+    r"^\s*(?:async\s+)?(?:def|class)\s+(_[A-Za-z]\w*)|\.(_[A-Za-z]\w*)\s*(?::[^=\n]*)?=(?!=)|^\s*(_[A-Za-z]\w*)\s*(?::[^=\n]*)?=(?!=)",
+    re.MULTILINE,
+)
+
+
+@cache
+def framework_private_names() -> frozenset[str]:
+    """Every private name the installed frameworks define (their own tests left out)."""
+    names: set[str] = set()
+    for package in FRAMEWORKS:
+        root = Path(importlib.util.find_spec(package).origin).parent
+        for path in root.rglob("*.py"):
+            if {"test", "tests"} & set(path.relative_to(root).parts[:-1]):
+                continue
+            for found in DEFINED.finditer(path.read_text(errors="replace")):
+                names.add(next(name for name in found.groups() if name))
+    return frozenset(names)
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def from_framework(module: str) -> bool:
+    return module.split(".")[0] in FRAMEWORKS
+
+
+def private_uses(source: str, framework_names: frozenset[str]) -> list[tuple[int, str]]:
+    """Where `source` uses a framework's private name: imports one, reads or
+    sets one on an object (`response._resource_closers`, `getattr(x, "_y")`),
+    overrides or reads one inherited from a framework's class (`self._x` in a
+    subclass of one, where the class does not set `_x` itself), or reaches
+    into an object's `__dict__` (a class's own, `cls.__dict__`, is Python's)
+    or Django's connection (`connection.connection`).
+    A private name of the project's own objects passes: the frameworks do not
+    define it."""
+    tree = ast.parse(source)
+    source_of: dict[str, str] = {}  # a name this module imported: the module it came from
+    uses: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                source_of[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                if from_framework(alias.name) and any(map(is_private, alias.name.split("."))):
+                    uses.append((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                source_of[alias.asname or alias.name] = node.module
+                if from_framework(node.module) and any(map(is_private, [*node.module.split("."), alias.name])):
+                    uses.append((node.lineno, f"from {node.module} import {alias.name}"))
+    inherited: set[int] = set()  # the `self._x` nodes judged with their class
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            uses += inherited_uses(node, source_of, framework_names, inherited)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inherited:
+            receiver = ast.unparse(node.value)
+            if f"{receiver}.{node.attr}".endswith(UNDERSCORELESS):
+                uses.append((node.lineno, f"{receiver}.{node.attr}"))
+            elif node.attr == "__dict__" and receiver != "cls":
+                uses.append((node.lineno, f"{receiver}.__dict__"))
+            elif is_private(node.attr) and node.attr in framework_names - DOCUMENTED and receiver not in ("self", "cls"):
+                uses.append((node.lineno, f"{receiver}.{node.attr}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            if node.func.id in ("getattr", "setattr", "hasattr", "delattr") and name in framework_names - DOCUMENTED:
+                uses.append((node.lineno, f"{node.func.id}({ast.unparse(node.args[0])}, {name!r})"))
+            elif node.func.id == "vars":
+                uses.append((node.lineno, f"vars({ast.unparse(node.args[0])})"))
+    return sorted(set(uses))
+
+
+def inherited_uses(
+    cls: ast.ClassDef, source_of: dict[str, str], framework_names: frozenset[str], judged: set[int]
+) -> list[tuple[int, str]]:
+    """In a class with a framework's class among its bases: the private names
+    of the framework it overrides, and those it reads through `self` or
+    `cls` without setting them itself."""
+    bases = [ast.unparse(base) for base in cls.bases]
+    if not any(from_framework(source_of.get(base.split(".")[0], "")) for base in bases):
+        return []
+    own: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+    uses = []
+    for node in cls.body:
+        name = getattr(node, "name", None)
+        if name and is_private(name) and name in framework_names:
+            uses.append((node.lineno, f"{cls.name}.{name} overrides one of {', '.join(bases)}"))
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls") and is_private(node.attr):
+            judged.add(id(node))
+            if node.attr in framework_names and node.attr not in own:
+                uses.append((node.lineno, f"self.{node.attr}, from {', '.join(bases)}"))
+    return uses
+
+
+def test_no_private_name_of_a_framework_outside_the_seams():
+    """Django, DRF, adrf, daphne, Twisted, Playwright, channels and asgiref
+    change their private names without notice: each use lives in
+    core/seams/, named and tested upstream (tests/test_seams.py)."""
+    framework_names = framework_private_names()
+    found = []
+    for path in python_files():
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(SEAM_PLACES):
+            continue
+        for line, what in private_uses(path.read_text(), framework_names):
+            found.append(f"  {relative}:{line}: {what}")
+    assert not found, (
+        "a framework's private name outside core/seams/ (move it there as a named function, "
+        "with a test in tests/test_seams.py of what it relies on):\n" + "\n".join(found)
+    )
+
+
+def test_the_private_name_finder_tells_a_framework_s_names_from_ours():
+    """The finder on a module of its own: every way in that the seams take,
+    found; the project's own private names and Django's documented ones, not."""
+    source = """
+from twisted.web import http
+from twisted.web.http import _GenericHTTPChannelProtocol
+from rest_framework.request import Request
+
+class Channel(http.HTTPChannel):
+    def lineReceived(self, line):
+        return self._receivedHeaderSize
+
+class Body(Request):
+    def _load_stream(self):
+        self._mine = 1
+        return self._mine
+
+class Ours:
+    def _claim(self):
+        return self._request
+
+def close(response, reactor, request, obj, saved, page, model):
+    response._resource_closers.append(print)
+    obj.__dict__.update(saved.__dict__)
+    page._claim()
+    model._meta.get_field("id")
+    obj._state.adding
+    connection.connection.executescript("VACUUM;")
+    return reactor._asyncioEventloop, getattr(request, "_request"), request._request, cls.__dict__
+"""
+    names = framework_private_names()
+    assert {"_resource_closers", "_asyncioEventloop", "_request", "_receivedHeaderSize", "_load_stream"} <= names
+    assert [what for _line, what in private_uses(source, names)] == [
+        "from twisted.web.http import _GenericHTTPChannelProtocol",
+        "self._receivedHeaderSize, from http.HTTPChannel",
+        "Body._load_stream overrides one of Request",
+        "response._resource_closers",
+        "obj.__dict__",
+        "saved.__dict__",
+        "connection.connection",
+        "getattr(request, '_request')",
+        "reactor._asyncioEventloop",
+        "request._request",
+    ]

@@ -1,11 +1,12 @@
-"""The framework seams (core/seams.py): for each override of a Django, DRF,
-adrf or daphne internal, the upstream behaviour it relies on, checked on
-the installed versions, beside what the override makes of it.
+"""The framework seams (core/seams/): for each override of a Django, DRF,
+adrf, daphne or Twisted internal, and each private name of theirs the
+project reads, the upstream behaviour it relies on, checked on the
+installed versions, beside what the seam makes of it.
 
 When one of these fails after an upgrade, the upstream code changed under
-the override: read its new version (the test's docstring names it), then
-adapt the override, or remove it if upstream now does what it did, and
-update core/seams.py's docstring (the version, and the gain if it moved).
+the seam: read its new version (the test's docstring names it), then
+adapt the seam, or remove it if upstream now does what it did, and
+update core/seams/__init__.py's docstring (the version, and the gain if it moved).
 All in process, no browser, no server."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextvars
 import inspect
 import re
+import sqlite3
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +27,8 @@ from django.conf import settings
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.db import close_old_connections, connections, reset_queries
-from django.http import HttpResponse
+from django.db import OperationalError, close_old_connections, connections, reset_queries
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.test import AsyncRequestFactory
 from django.urls import path
 from django.utils.module_loading import import_string
@@ -670,6 +672,27 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
     assert refusals == [("GET", "/api/v1/main/x")]
 
 
+def test_twisted_keeps_the_request_line_and_the_head_s_size_where_the_seams_read_them(daphne_factory):
+    """The private names of Twisted 26's HTTP server that pieces 6 and 7
+    read or build: the channel keeps the request line in `_command` and
+    `_path`, the bytes of the head so far (lines without their ends) in
+    `_receivedHeaderSize`, the headers stored so far in
+    `_receivedHeaderCount`, and daphne's factory wraps it in
+    `_GenericHTTPChannelProtocol`. If this fails, Twisted renamed one: read
+    the new `HTTPChannel.lineReceived` and `headerReceived`, and rename it
+    in core/seams/server.py."""
+    from twisted.web import http
+
+    protocol, _transport = connection(daphne_factory)
+    assert type(protocol) is http._GenericHTTPChannelProtocol
+    lines = [b"POST /api/v1/main/x?y=1 HTTP/1.1", b"Host: a", b"X-A: b"]
+    protocol.dataReceived(b"".join(line + b"\r\n" for line in lines))  # the last header waits for a continuation
+    channel = protocol._channel
+    assert (channel._command, channel._path) == (b"POST", b"/api/v1/main/x?y=1")
+    assert channel._receivedHeaderSize == sum(len(line) for line in lines)
+    assert channel._receivedHeaderCount == 1
+
+
 # --- relied on: Django's connections belong to a thread ----------------------------------
 
 
@@ -713,3 +736,145 @@ def test_insert_row_writes_the_row_save_writes():
     assert ours._state.adding is False and ours._state.db == "default"
     stored = Job.objects.get(id=ours.id)
     assert (stored.params, stored.state, stored.priority) == ({"a": [1, "é"]}, "running", 0)
+
+
+# --- 9. a response's close ------------------------------------------------------------------
+
+
+def test_django_runs_a_response_s_closers_once_when_it_closes_it():
+    """Django 5.2's `HttpResponseBase.close` calls each of the response's
+    `_resource_closers` in order (an error in one is swallowed), then
+    empties the list; `FileResponse` closes its file so. `close_with` adds
+    to that list. If this fails, Django closes a response otherwise: read
+    the new `HttpResponseBase.close`, and find where a callback can run at
+    the close (activity/middleware.py and media_store/views.py need one)."""
+    with open(__file__, "rb") as handle:
+        assert handle.close in FileResponse(handle)._resource_closers
+
+    ran: list[str] = []
+    response = StreamingHttpResponse(iter([b"never sent"]))
+    seams.close_with(response, lambda: ran.append("first"))
+    seams.close_with(response, lambda: 1 / 0)
+    seams.close_with(response, lambda: ran.append("last"))
+    assert ran == []
+    response.close()
+    assert ran == ["first", "last"]
+    response.close()
+    assert ran == ["first", "last"]  # once
+
+
+# --- 10. the Django request under DRF's -----------------------------------------------------
+
+
+def test_drf_keeps_the_django_request_it_wraps_and_keeps_what_is_set_on_it_for_itself():
+    """DRF 3.18's `Request.__init__` keeps the Django request in `_request`;
+    a read of a name DRF's request lacks is passed on to it, but a value set
+    on DRF's request stays there. So core/auth.py caches a key's role on the
+    Django request, which the request log's middleware also holds, through
+    `django_request_of`. If this fails, DRF renamed `_request`: read the new
+    `Request.__init__` and follow it."""
+    django_request = factory.get("/api/v1/main")
+    request = seams.WholeBodyRequest(django_request)
+    assert seams.django_request_of(request) is django_request
+    assert seams.django_request_of(Request(django_request)) is django_request
+
+    django_request.set_below = "seen"
+    assert request.set_below == "seen"
+    request.set_above = "kept"
+    assert not hasattr(django_request, "set_above")
+
+
+# --- 11. the reactor's asyncio loop ---------------------------------------------------------
+
+
+def test_twisted_s_asyncio_reactor_runs_on_the_loop_it_was_given():
+    """Twisted 26's `AsyncioSelectorReactor(eventloop)` keeps the loop in
+    `_asyncioEventloop` and runs its calls on it (daphne 4.2 installs it
+    with a loop of its own). `asyncio_loop_of` reads it. If this fails,
+    Twisted renamed it: read the new `AsyncioSelectorReactor.__init__`, or
+    take the loop from daphne (`daphne.server.twisted_loop`)."""
+    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+
+    loop = asyncio.new_event_loop()
+    try:
+        reactor = AsyncioSelectorReactor(loop)
+        assert seams.asyncio_loop_of(reactor) is loop
+        ran_on: list[asyncio.AbstractEventLoop] = []
+
+        def once_running() -> None:
+            ran_on.append(asyncio.get_running_loop())
+            reactor.stop()
+
+        reactor.callLater(0, once_running)
+        reactor.run(installSignalHandlers=False)
+        assert ran_on == [loop]
+    finally:
+        loop.close()
+
+
+# --- 12. the SQLite connection under Django's -----------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_django_s_sqlite_wrapper_holds_the_connection_its_cursors_run_on():
+    """Django 5.2's SQLite `DatabaseWrapper` keeps, once connected, the
+    `sqlite3.Connection` its cursors run on in `connection`;
+    `run_sqlite_script` runs `executescript` there, inside the wrapper's
+    `wrap_database_errors`. If this fails, Django holds its connection
+    elsewhere: read the new `BaseDatabaseWrapper.connect`, and follow it."""
+    connection = connections["default"]
+    seams.run_sqlite_script(connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);")
+    assert isinstance(connection.connection, sqlite3.Connection)
+    with connection.cursor() as cursor:  # a TEMP table is seen by its own connection only
+        assert cursor.execute("SELECT count(*) FROM probe").fetchone()[0] == 2
+    with pytest.raises(OperationalError):  # Django's, not sqlite3's
+        seams.run_sqlite_script(connection, "SELECT * FROM no_such_table;")
+
+
+def test_a_cursor_steps_an_incremental_vacuum_once_and_a_script_to_its_end(tmp_path):
+    """Why `run_sqlite_script` is needed: Python's sqlite3 steps a PRAGMA
+    once on `execute`, and each step of `incremental_vacuum(N)` frees one
+    page; `executescript` steps it to its end. If the first half fails,
+    `execute` frees them all now: core/db_thread.py may use a cursor."""
+    store = sqlite3.connect(tmp_path / "store.sqlite3", isolation_level=None)
+    store.executescript(
+        "PRAGMA auto_vacuum=INCREMENTAL; VACUUM; CREATE TABLE t (b); "
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20) INSERT INTO t SELECT zeroblob(4000) FROM n;"
+    )
+
+    def free() -> int:
+        return store.execute("PRAGMA freelist_count").fetchone()[0]
+
+    store.execute("DELETE FROM t")
+    before = free()
+    assert before >= 20
+    store.execute("PRAGMA incremental_vacuum(10)")
+    assert free() == before - 1
+    store.executescript("PRAGMA incremental_vacuum(10);")
+    assert free() == before - 11
+    store.close()
+
+
+# --- 13. one instance made another ----------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_django_keeps_a_model_instance_s_state_in_its_dict():
+    """Django 5.2 keeps a loaded instance's state in its `__dict__`: each
+    concrete field's value under its `attname`, and `_state` (whether it is
+    stored, and where); `take_saved_row` copies it, as schedules/admin.py
+    needs. If this fails, Django keeps some of it elsewhere (a slot, a
+    descriptor's own store): copy that too, or have the admin read the saved
+    row another way."""
+    from jobs.models import Job
+
+    Job(id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", started_at=1.5).save(
+        force_insert=True
+    )
+    saved = Job.objects.get(id="00000000000000ac")
+    assert set(vars(saved)) == {"_state", *(field.attname for field in Job._meta.concrete_fields)}
+
+    blank = Job()
+    seams.take_saved_row(blank, saved)
+    assert (blank.pk, blank.params, blank.started_at) == ("00000000000000ac", {"a": 1}, 1.5)
+    assert blank._state.adding is False and blank._state.db == "default"

@@ -1,12 +1,17 @@
 """Where the project reaches into its frameworks: every override of a Django,
-DRF, adrf or daphne internal, and nothing else.
+DRF, adrf, daphne or Twisted internal, and every use of a private name of
+theirs (or of Playwright's or channels'), and nothing else.
 
-Each piece below replaces upstream code for a gain that was measured (or,
-for two of them, a behaviour the contract needs), and each is an upgrade
-hazard: it copies or skips what the upstream code does, so a new upstream
-version can change what it relies on without a word. `tests/test_seams.py`
-has one test per piece that checks the upstream behaviour itself, so a
-version bump that changes it fails there first. Written against Django
+Pieces 1 to 8 replace upstream code for a gain that was measured (or, for
+two of them, a behaviour the contract needs); pieces 9 to 13 only use a
+private name, for what no public one gives. Each is an upgrade hazard: a new
+upstream version can change what it relies on without a word.
+`tests/test_seams.py` has one test per piece that checks the upstream
+behaviour itself, so a version bump that changes it fails there first, and
+tests/test_layout.py fails when a private name of those frameworks is used
+outside this package. The pieces live in its modules: `handler` (1, 2, 5,
+9), `rest` (3, 4, 10), `server` (6, 7, 11), `sqlite` (12) and `orm` (8,
+13); each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0.
@@ -78,9 +83,6 @@ Twisted 26.10.0, asgiref 3.13.0.
    "the admin's six `MiddlewareMixin` middlewares": about 9 % of the
    worker's samples on an API request before, none after.
 
-Pieces 6 and 7 live in core/server_seams.py (daphne and Twisted), and are
-imported here.
-
 6. `bound_request_bodies` replaces `daphne.http_protocol.WebRequest` (daphne
    4.2.3), the class `HTTPFactory.buildProtocol` looks up in its module for
    each connection, with a subclass overriding Twisted's
@@ -118,6 +120,42 @@ imported here.
    366 µs with `create()`, 302 µs through `QuerySet._insert`; "Issue 27",
    "A browser step against raw Playwright": a statement made once.
 
+9. `close_with` adds a callback to a response's `_resource_closers`, the
+   list `django.http.HttpResponseBase.close` (Django 5.2.19) runs once
+   each, then empties; Django's own `FileResponse` closes its file so. No
+   public hook runs at a response's close (`request_finished` does not say
+   which response). It buys behaviour: a download whose client left before
+   its stream started still ends in the request log (its
+   middleware, activity/middleware.py) and frees its one-shot link
+   (media_store/views.py).
+
+10. `django_request_of` reads the Django `HttpRequest` a DRF `Request`
+    wraps from its `_request` (`rest_framework.request.Request.__init__`,
+    DRF 3.18.3): DRF offers no public way to it. core/rest.py's parser
+    reads the body from it; core/auth.py caches a key's role on it (set on
+    DRF's request, the value would stay on DRF's).
+
+11. `asyncio_loop_of` reads the asyncio loop Twisted's
+    `twisted.internet.asyncioreactor.AsyncioSelectorReactor` (Twisted
+    26.10.0) runs on from its `_asyncioEventloop`, set in `__init__`: the
+    loop daphne 4.2.3 installed the reactor with, where everything must run
+    (core/serving.py, `event_loop`). Twisted offers no public way to it.
+
+12. `run_sqlite_script` runs a script on the `sqlite3.Connection` that
+    Django's SQLite wrapper holds in its `connection` attribute (Django
+    5.2.19, `BaseDatabaseWrapper.connect`), undocumented, inside its
+    `wrap_database_errors`. A Django cursor's `execute` steps a PRAGMA
+    once, and `incremental_vacuum` frees one page a step; `executescript`
+    steps each statement to its end (core/db_thread.py, the store's
+    vacuums).
+
+13. `take_saved_row` makes one model instance another by copying its
+    `__dict__`, where Django 5.2.19 keeps each field's value under its
+    `attname`, `_state` and its caches (`Model.__init__`,
+    `Model.from_db`). schedules/admin.py: the admin's messages and redirect
+    read the object it handed to `save_model`, which the schedule services
+    save as an instance of their own.
+
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
 dispatch read that property, and piece 4 replaced both, so it never ran:
@@ -128,255 +166,42 @@ keeps one SQLite connection open on its own thread because Django's
 connections belong to a thread (`ConnectionHandler.thread_critical`), not to
 an asyncio context. It subclasses and patches nothing of Django: it calls
 its thread with `run_in_executor` instead of asgiref's `sync_to_async`, a
-choice among public APIs.
+choice among public APIs. Used anywhere: the underscored names Django
+documents as its models' public API (`Model._meta`, `Model._state`,
+`Model._default_manager`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from core.seams.handler import (
+    THREADLESS_PREFIX,
+    MiddlewareChain,
+    ThreadlessApiHandler,
+    close_old_connections_off_loop,
+    close_with,
+    keep_request_started_off_api,
+    request_started_outside_api,
+)
+from core.seams.orm import insert_row, take_saved_row
+from core.seams.rest import InlineDispatch, WholeBodyRequest, django_request_of
+from core.seams.server import asyncio_loop_of, bound_request_bodies, bound_request_heads
+from core.seams.sqlite import run_sqlite_script
 
-from adrf.requests import AsyncRequest
-from asgiref.sync import sync_to_async
-from django.core import signals
-from django.core.exceptions import RequestAborted
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.db import close_old_connections, connections, reset_queries
-from django.http import HttpRequest, HttpResponseBase
-from django.urls import set_script_prefix
-from django.utils.module_loading import import_string
-
-from core.server_seams import bound_request_bodies, bound_request_heads  # noqa: F401 - pieces 6 and 7
-
-# The paths whose requests run without a thread of their own: the API's views
-# are async and reach the database through core/db_thread.py only.
-THREADLESS_PREFIX = "/api/"
-
-
-# --- 1. Django's ASGI handler ------------------------------------------------------------
-
-
-class ThreadlessApiHandler(ASGIHandler):
-    """Django's ASGI handler; an /api/ request runs in daphne's own task,
-    with no thread of its own and no hop to one (`handle_api`). The admin,
-    whose views are sync, keeps Django's way."""
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(THREADLESS_PREFIX):
-            await self.handle_api(scope, receive, send)
-        else:
-            await super().__call__(scope, receive, send)
-
-    async def handle_api(self, scope: dict, receive: Callable, send: Callable) -> None:
-        """What Django's `handle` does for a request, in one task: the body,
-        the request, the middleware and view, the answer, its close. A client
-        that disconnects before its answer is sent cancels the view, as with
-        Django. Not sent: `request_started`, whose one receiver returns at once
-        for /api/ (piece 2)."""
-        try:
-            body_file = await self.read_body(receive)
-        except RequestAborted:
-            return
-        set_script_prefix(get_script_prefix(scope))
-        request, error_response = self.create_request(scope, body_file)
-        if request is None:
-            body_file.close()
-            await self.send_response(error_response, send)
-            error_response.close()
-            return
-        this_task = asyncio.current_task()
-        watcher = asyncio.get_running_loop().create_task(_cancel_on_disconnect(receive, this_task))
-        response = None
-        try:
-            response = await self.run_get_response(request)
-            await self.send_response(response, send)
-        except asyncio.CancelledError:
-            # Swallowed only when the client's disconnect was the one cancel:
-            # the server's own (its stop) goes on up, even beside a disconnect.
-            if not (watcher.done() and not watcher.cancelled() and watcher.result()) or this_task.uncancel():
-                raise
-        finally:
-            watcher.cancel()
-            body_file.close()
-        if response is None:
-            await signals.request_finished.asend(sender=self.__class__)
-        else:
-            response.close()  # its receivers do no I/O on the loop (piece 2)
-
-
-async def _cancel_on_disconnect(receive: Callable, task: asyncio.Task) -> bool:
-    """Cancel `task` when the client disconnects (the only message left once
-    the body is read); answers whether it did."""
-    if (await receive())["type"] != "http.disconnect":
-        return False
-    task.cancel()
-    return True
-
-
-# --- 2. request_started's receivers -----------------------------------------------------
-
-
-async def request_started_outside_api(sender: Any, scope: dict | None = None, **kwargs: Any) -> None:
-    """Django's own request_started receivers, for the requests that may use
-    the database from their thread (the admin's): an API request has no
-    connection in a request thread to reset or close."""
-    if scope is not None and scope.get("path", "").startswith(THREADLESS_PREFIX):
-        return
-    await sync_to_async(_reset_and_close)()
-
-
-def _reset_and_close() -> None:
-    reset_queries()
-    close_old_connections()
-
-
-def close_old_connections_off_loop(**kwargs: Any) -> None:
-    """Django's request_finished receiver `close_old_connections`, except on
-    the event loop's thread: an API request's answer is closed there, and the
-    loop's thread holds no request's connection (the API's go through
-    core/db_thread.py), while touching one there would be async-unsafe."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a thread of its own (the admin's request): Django's way
-        close_old_connections(**kwargs)
-
-
-def keep_request_started_off_api() -> None:
-    """Swap Django's sync request_started receivers for the async one above,
-    and request_finished's `close_old_connections` for the one that skips
-    the loop's thread (once, before the server runs)."""
-    signals.request_started.disconnect(reset_queries)
-    signals.request_started.disconnect(close_old_connections)
-    signals.request_started.connect(request_started_outside_api, weak=False)
-    signals.request_finished.disconnect(close_old_connections)
-    signals.request_finished.connect(close_old_connections_off_loop, weak=False)
-
-
-# --- 3. and 4. DRF's request, adrf's dispatch --------------------------------------------
-
-
-class WholeBodyRequest(AsyncRequest):
-    def _load_stream(self) -> None:
-        # The Django request is the stream, whatever the Content-Length says:
-        # a parser reads its `body`, which enforces the size limit.
-        self._stream = self._request
-
-
-class InlineDispatch:
-    """Put before adrf's `APIView` in a view's bases: the view is dispatched
-    without a thread hop and without DRF's `finalize_response`, and its
-    requests are `WholeBodyRequest`s. `response_headers` are set on every
-    answer that does not set them itself (in place of
-    `default_response_headers`). Every handler must be async, and DRF's
-    `initial()` must not wait on anything: it runs on the event loop, which
-    is sound while authentication, permissions and throttles read only
-    headers and settings (core/auth.py's do; the API has no throttles).
-
-    A mixin, not a subclass of adrf's view, so that importing this module
-    does not import DRF's views (and with them Django's admin): the waker
-    imports it for its bounded requests."""
-
-    response_headers: dict[str, str] = {}
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        # adrf's asks `view_is_async` each time, which inspects every handler.
-        return self.async_dispatch(request, *args, **kwargs)
-
-    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> WholeBodyRequest:
-        parts = type(self).__dict__.get("_request_parts")
-        if parts is None:  # made once per view class: DRF's parsers, authenticators and negotiator hold no state
-            parts = (self.get_parsers(), self.get_authenticators(), self.get_content_negotiator())
-            type(self)._request_parts = parts
-        parsers, authenticators, negotiator = parts
-        return WholeBodyRequest(
-            request,
-            parsers=parsers,
-            authenticators=authenticators,
-            negotiator=negotiator,
-            parser_context=self.get_parser_context(request),
-        )
-
-    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        self.args, self.kwargs = args, kwargs
-        request = self.initialize_request(request, *args, **kwargs)
-        self.request = request
-        self.headers = {}
-        try:
-            self.initial(request, *args, **kwargs)
-            method = request.method.lower()
-            handler = getattr(self, method) if method in self.http_method_names else self.http_method_not_allowed
-            response = await handler(request, *args, **kwargs)
-        except Exception as exc:
-            response = self.handle_exception(exc)
-        for name, value in self.response_headers.items():
-            if name not in response:
-                response[name] = value
-        self.response = response
-        return response
-
-
-# --- 5. a middleware chain outside Django's handler --------------------------------------
-
-
-class MiddlewareChain:
-    """Django middleware (dotted paths, outermost first) around `get_response`,
-    for an async middleware that runs them for some requests only. Each class
-    must be async-capable (MiddlewareMixin is); a hook other than the
-    request/response call and `process_view` would not run (Django's admin
-    middleware has none)."""
-
-    def __init__(self, names: Sequence[str], get_response: Callable) -> None:
-        chain = get_response
-        view_checks: list[Callable] = []
-        for name in reversed(names):
-            chain = import_string(name)(chain)
-            if hasattr(chain, "process_view"):
-                view_checks.insert(0, chain.process_view)
-        self.chain = chain
-        self.view_checks = view_checks
-
-    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return await self.chain(request)
-
-    async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
-        """The chain's `process_view` hooks in order, as Django's handler runs
-        them between URL resolution and the view; the first answer wins."""
-        for check in self.view_checks:
-            response = await sync_to_async(check)(request, view, args, kwargs)
-            if response is not None:
-                return response
-        return None
-
-
-# --- 8. the ORM's INSERT, without save() around it ---------------------------------------
-
-
-def insert_row(instance: Any) -> None:
-    """INSERT `instance` with every column, as `save(force_insert=True)`
-    would, and leave it as `save()` leaves a stored instance, except that
-    nothing is read back: a field with a `db_default` keeps the value the
-    instance holds. Only for a model without parents, signals, an
-    auto-incremented key, expressions as values, or fields with a
-    placeholder of their own (`get_placeholder`: binary, geometry)."""
-    model = type(instance)
-    db = model._default_manager.db
-    connection = connections[db]
-    sql, fields = _insert_statement(model, connection.alias)
-    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
-    instance._state.adding = False
-    instance._state.db = db
-
-
-@functools.cache
-def _insert_statement(model: type, alias: str) -> tuple[str, list]:
-    """The INSERT of every concrete column of `model`, as Django's compiler
-    writes it for one row, made once."""
-    from core.db_thread import insert_statement  # here: the waker imports this module, and has no database
-
-    fields = list(model._meta.local_concrete_fields)
-    assert not any(hasattr(field, "get_placeholder") for field in fields), "a field with its own placeholder"
-    return insert_statement(model, fields, connections[alias]), fields
+__all__ = [
+    "THREADLESS_PREFIX",
+    "InlineDispatch",
+    "MiddlewareChain",
+    "ThreadlessApiHandler",
+    "WholeBodyRequest",
+    "asyncio_loop_of",
+    "bound_request_bodies",
+    "bound_request_heads",
+    "close_old_connections_off_loop",
+    "close_with",
+    "django_request_of",
+    "insert_row",
+    "keep_request_started_off_api",
+    "request_started_outside_api",
+    "run_sqlite_script",
+    "take_saved_row",
+]

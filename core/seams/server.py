@@ -1,11 +1,17 @@
-"""The framework seams in daphne and Twisted: pieces 6 and 7 of
-core/seams.py, whose docstring says what each replaces and why. Kept apart
-so that each module stays short; core/seams.py imports both."""
+"""Seams in daphne and Twisted: daphne's request class (piece 6), Twisted's
+HTTP channel (7) and the reactor's asyncio loop (11). core/seams/__init__.py
+says what each replaces or relies on, and why.
+
+Nothing of Twisted or daphne is imported at the top: Twisted's modules are
+import-order sensitive (core/serving.py), and this package is imported
+before the reactor is installed."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 
@@ -69,8 +75,7 @@ def bound_request_heads(
     or close without a word; and, given `too_many`, writes
     `too_many(method, path)` for a request with more headers than Twisted
     takes (its `maxHeaders`, 500), where it answered a bare 400. Call it
-    before the server runs; answers the class. daphne is imported here, not
-    at the top, as for `bound_request_bodies`."""
+    before the server runs; answers the class."""
     from daphne import http_protocol
     from twisted.web import http
 
@@ -113,3 +118,13 @@ def bound_request_heads(
 
     http_protocol.HTTPFactory.protocol = protocol
     return BoundedChannel
+
+
+# --- 11. the reactor's asyncio loop -------------------------------------------------------
+
+
+def asyncio_loop_of(reactor: Any) -> asyncio.AbstractEventLoop:
+    """The asyncio loop Twisted's asyncio reactor runs on (it keeps it in
+    `_asyncioEventloop`): the one daphne installed the reactor with, where
+    the server, the browser and every task must run."""
+    return reactor._asyncioEventloop
