@@ -24,6 +24,7 @@ from django.db.models import Count, Max
 from activity.models import KIND_BROWSER, KIND_HTTP, KIND_JOB, RequestLogEntry
 from core.api import API_PREFIX
 from core.db_thread import BATCH_ROWS, drain, insert_statement, on_db_thread
+from core.events import Event
 from core.routes import PLUGIN
 
 log = logging.getLogger("penelope.activity")
@@ -78,6 +79,10 @@ def record(
         if len(_pending) == BUFFER_MAX_ROWS:
             _dropped += 1  # reported once per flush, not once per row
         _pending.append(row)
+
+
+# The bus's events that `record_browser_event` logs.
+BROWSER_EVENTS = (Event.BROWSER_UP, Event.BROWSER_FAILED, Event.PAGE_CRASHED)
 
 
 def record_browser_event(message: dict[str, Any]) -> None:

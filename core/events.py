@@ -1,14 +1,15 @@
 """The worker's one event bus: every job transition and page change is
-published here once, on channels' channel layer, and whoever needs to know
-listens (the long-poll waiters, the webhook deliverer, the event sockets).
+published here once, and whoever needs to know hears it.
 
-The layer is channels' in-memory one: a worker is one process with one
-event loop, and everything that listens runs on that loop, so nothing has to
-leave the process (docs/design/EVENTS.md says when a shared layer would be
-needed). Publishing never blocks: `publish` is a plain function, callable
-from any code on the loop, and the message reaches every listener in the
-order it was published. Each event is also shown to the metrics
-(`core.metrics.on_event`), which count jobs started and ended.
+Listeners inside the worker (the webhook deliverer, the request log's
+browser rows) are called directly by `publish`, in order, with no task and
+no trip through a channel layer. The event sockets (core/sockets.py) are
+channels consumers: the event reaches them over channels' in-memory layer,
+and only while one is connected (docs/design/EVENTS.md says when a shared
+layer would be needed). Publishing never blocks: `publish` is a plain
+function, callable from any code on the loop. Each event is also shown to
+the metrics (`core.metrics.on_event`), which count jobs started and ended.
+The long-poll waiters are woken by the job runner itself (jobs/waiting.py).
 
 A message is a dict: `type` (channels' dispatch key, always `bus.event`),
 `event` (an `Event`, e.g. `Event.JOB_ENDED`, whose value `job.ended` is what
@@ -23,6 +24,7 @@ import asyncio
 import collections
 import enum
 import json
+import logging
 import time
 from collections.abc import Callable, Collection
 from typing import Any
@@ -31,6 +33,8 @@ from channels.layers import get_channel_layer
 
 from core import metrics
 from core.tasks import spawn
+
+log = logging.getLogger("penelope.events")
 
 GROUP = "penelope.events"
 MESSAGE_TYPE = "bus.event"
@@ -61,20 +65,77 @@ class Event(enum.StrEnum):
     SCHEDULE_SKIPPED = "schedule.skipped"
 
 
-class Watchers:
-    """How many event sockets are connected: the JSON text of an event is
-    built only while one is."""
+Message = dict[str, Any]  # `type`, `event`, `at`, `page_id`, `job_id`, the publisher's fields, `text`
+OnEvent = Callable[[Message], object]
+
+
+class Bus:
+    """The worker's one event bus. `publish` calls each in-process listener
+    of the event's kind (the webhook deliverer, the request log) directly,
+    in the order listeners subscribed, before it returns; the channels layer
+    carries the event only to the WebSocket consumers (core/sockets.py), and
+    only while one is connected. A listener's error is logged, never raised
+    into the publisher."""
 
     def __init__(self) -> None:
-        self.sockets = 0
+        self.sockets = 0  # event sockets connected: the JSON text is built only while one is
+        self._listeners: dict[Event, list[OnEvent]] = collections.defaultdict(list)
+
+    def subscribe(self, kinds: Collection[Event], on_event: OnEvent) -> Callable[[], None]:
+        """Call `on_event` with every event of `kinds`; answers the unsubscribe."""
+        for kind in kinds:
+            self._listeners[kind].append(on_event)
+
+        def unsubscribe() -> None:
+            for kind in kinds:
+                if on_event in self._listeners[kind]:
+                    self._listeners[kind].remove(on_event)
+
+        return unsubscribe
+
+    def hears(self, event: Event) -> bool:
+        return bool(self.sockets or self._listeners.get(event))
+
+    def publish(
+        self,
+        event: Event,
+        *,
+        page_id: str | None,
+        job_id: str | None = None,
+        job: Callable[[], dict[str, Any]] | None = None,
+        detail: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
+        """Publish one event (the module's `publish` says what each argument is)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        metrics.on_event(event, fields)
+        if not self.hears(event):
+            return
+        at = time.time()
+        message = {"type": MESSAGE_TYPE, "event": event, "at": at, "page_id": page_id, "job_id": job_id, **fields}
+        if detail is not None:
+            message["detail"] = detail
+        for on_event in list(self._listeners.get(event, ())):
+            try:
+                on_event(message)
+            except Exception:
+                log.exception("a listener of %s failed", event.value)
+        if not self.sockets:
+            return
+        sent = {"event": event, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": job() if job else None}
+        if detail is not None:
+            sent["detail"] = detail
+        # Serialized once here: the layer copies a message for each socket,
+        # and a string costs nothing to copy. One task per event; tasks start
+        # in the order they are created, so sockets get events in order.
+        message = {**message, "text": json.dumps(sent, separators=(",", ":"))}
+        spawn(get_channel_layer().group_send(GROUP, message), about=f"the event {event.value}")
 
 
-watchers = Watchers()
-
-# The kinds the running listeners (`listen`) handle, each counted once per
-# listener: an event of a kind that no listener handles, while no socket is
-# connected, is not sent at all.
-subscribed: collections.Counter[Event] = collections.Counter()
+bus = Bus()
 
 
 def publish(
@@ -86,71 +147,10 @@ def publish(
     detail: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
-    """Publish one event to every listener. `job` renders the job as a poll
-    shows it; it is called only when a socket will send it. `detail` (the
-    browser's and a crash's events) is sent to sockets as it is. Outside a
-    running event loop (a management command) there is nobody to tell, and
-    an event that no socket and no listener hears is only counted: sending
-    the two a job start publishes cost its 202 about 0.4 ms
-    (docs/BENCHMARKS.md)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    metrics.on_event(event, fields)
-    if not (watchers.sockets or subscribed[event]):
-        return
-    at = time.time()
-    message = {"type": MESSAGE_TYPE, "event": event, "at": at, "page_id": page_id, "job_id": job_id, **fields}
-    if detail is not None:
-        message["detail"] = detail
-    if watchers.sockets:
-        sent = {"event": event, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": job() if job else None}
-        if detail is not None:
-            sent["detail"] = detail
-        # Serialized once here: the layer copies a message for each listener,
-        # and a string costs nothing to copy.
-        message["text"] = json.dumps(sent, separators=(",", ":"))
-    # One task per event; tasks start in the order they are created, so the
-    # listeners receive events in the order they were published.
-    spawn(get_channel_layer().group_send(GROUP, message), about=f"the event {event.value}")
-
-
-class Listener:
-    """One channel in the bus's group, from `async with` to its end:
-    `await listener.receive()` answers the next event."""
-
-    def __init__(self) -> None:
-        self.layer = get_channel_layer()
-        self.channel: str | None = None
-
-    async def __aenter__(self) -> Listener:
-        self.channel = await self.layer.new_channel("penelope.listener.")
-        await self.layer.group_add(GROUP, self.channel)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.layer.group_discard(GROUP, self.channel)
-
-    async def receive(self) -> dict[str, Any]:
-        return await self.layer.receive(self.channel)
-
-
-async def listen(
-    on_event: Callable[[dict[str, Any]], object], *, kinds: Collection[Event], ready: asyncio.Event | None = None
-) -> None:
-    """Call `on_event` with every event of the `kinds` it handles, for as
-    long as this task runs (a runtime service). `ready` is set once events
-    reach it."""
-    wanted = frozenset(kinds)
-    subscribed.update(wanted)
-    try:
-        async with Listener() as listener:
-            if ready is not None:
-                ready.set()
-            while True:
-                message = await listener.receive()
-                if message["event"] in wanted:
-                    on_event(message)
-    finally:
-        subscribed.subtract(wanted)
+    """Publish one event to every listener and socket. `job` renders the job
+    as a poll shows it; it is called only when a socket will send it.
+    `detail` (the browser's and a crash's events) is sent to sockets as it
+    is. Outside a running event loop (a management command) there is nobody
+    to tell, and an event that no socket and no listener hears is only
+    counted."""
+    bus.publish(event, page_id=page_id, job_id=job_id, job=job, detail=detail, **fields)

@@ -50,13 +50,13 @@ class EventStream(AsyncWebsocketConsumer):
             return
         # Counted here and taken below with no await between; a read key
         # leaves the full key its share (core/caps.py).
-        if not has_room(key_role(authorization), events.watchers.sockets, settings.MAX_EVENT_SOCKETS):
+        if not has_room(key_role(authorization), events.bus.sockets, settings.MAX_EVENT_SOCKETS):
             await self.close()
             return
         self.job_filter, self.page_filter = filters
         # A read key's socket shows each event's job as its polls do (jobs.shapes.for_reader).
         self.reads_only = key_role(authorization) == READ
-        events.watchers.sockets += 1
+        events.bus.sockets += 1
         self.counted = True
         self.queue: deque[str] = deque()
         self.dropped = 0
@@ -111,7 +111,7 @@ class EventStream(AsyncWebsocketConsumer):
         if not self.counted:
             return
         self.counted = False
-        events.watchers.sockets -= 1
+        events.bus.sockets -= 1
         self.sender.cancel()
         await self.channel_layer.group_discard(events.GROUP, self.channel_name)
 

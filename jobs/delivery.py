@@ -219,7 +219,7 @@ def webhook_client() -> httpx.AsyncClient:
 
 class Deliverer:
     """Sends due attempts as they come due; woken early by the event bus when
-    a webhook job ends (`follow_bus`, a runtime service beside `run_forever`).
+    a webhook job ends (`on_event`, which the runtime subscribes to `HEARS`).
 
     It is one claim owner (jobs/claims.py) from `run_forever`'s start to its
     end. `stop()` ends it after the sends in hand are sent and recorded.
@@ -242,8 +242,8 @@ class Deliverer:
         if message.get("mode") == Job.Mode.WEBHOOK:
             self.notify()
 
-    async def follow_bus(self) -> None:
-        await events.listen(self.on_event, kinds=(Event.JOB_ENDED,))
+    # The bus calls `on_event` with these (the runtime subscribes it).
+    HEARS = (Event.JOB_ENDED,)
 
     def stop(self) -> None:
         self.stopping = True

@@ -19,6 +19,7 @@ from django.test import AsyncRequestFactory
 from activity import log as request_log
 from activity.models import RequestLogEntry
 from activity.views import ActivityView
+from browser.line import Waiter
 from browser.pages import ManagedPage
 from browser.purge import skip_reason
 from harness.worker import WorkerProcess, wait_until
@@ -374,8 +375,12 @@ def test_purge_skip_rules():
     with_job.job_id = "j"
     assert skip_reason(with_job) == "job"
     waited_on = page()
-    waited_on.waiting = 1
-    assert skip_reason(waited_on) == "busy"
+    loop = asyncio.new_event_loop()
+    try:
+        waited_on.line.push(Waiter("p", (0, 0), loop.create_future()))  # a plain call waits in its line
+        assert waited_on.waiting == 1 and skip_reason(waited_on) == "busy"
+    finally:
+        loop.close()
     leased = page()
     leased.take_lease(60, None)
     assert skip_reason(leased) == "leased"

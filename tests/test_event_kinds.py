@@ -1,5 +1,7 @@
 """The bus in-process: a listener hears only the kinds it names, in the
-order they were published, and no published event is a task nobody holds."""
+order they were published, called by `publish` itself (no task, no
+channel); the sockets' sending is a task held until it ends, and an event
+nobody hears is not sent at all."""
 
 from __future__ import annotations
 
@@ -9,31 +11,41 @@ from core import events, tasks
 from core.events import Event
 
 
-async def test_a_listener_hears_only_its_kinds_in_order():
+async def test_a_listener_hears_only_its_kinds_in_order_before_publish_returns():
     heard: list[dict] = []
-    last = asyncio.Event()
-
-    def on_event(message: dict) -> None:
-        heard.append(message)
-        if message["job_id"] == "last":
-            last.set()
-
-    ready = asyncio.Event()
-    listening = asyncio.ensure_future(events.listen(on_event, kinds=(Event.JOB_ENDED,), ready=ready))
-    await ready.wait()
+    unsubscribe = events.bus.subscribe((Event.JOB_ENDED,), heard.append)
     try:
+        before = set(tasks._running)
         events.publish(Event.JOB_ENDED, page_id="main", job_id="first")
+        assert [message["job_id"] for message in heard] == ["first"]  # already: a call, not a message in flight
         events.publish(Event.PAGE_BUSY, page_id="main", job_id="first")
         events.publish(Event.JOB_STARTED, page_id="main", job_id="second")
         events.publish(Event.JOB_ENDED, page_id="main", job_id="last")
-        await asyncio.wait_for(last.wait(), 10)
+        assert set(tasks._running) == before  # no socket connected: no task at all
     finally:
-        listening.cancel()
+        unsubscribe()
+    events.publish(Event.JOB_ENDED, page_id="main", job_id="after")
     assert [(message["event"], message["job_id"]) for message in heard] == [("job.ended", "first"), ("job.ended", "last")]
 
 
-async def test_publishing_holds_its_task_until_it_is_sent():
-    events.subscribed[Event.PAGE_IDLE] += 1  # as a listener of page.idle does
+async def test_a_failing_listener_is_logged_and_the_others_still_hear(caplog):
+    heard: list[str] = []
+
+    def broken(message: dict) -> None:
+        raise RuntimeError("listener bug")
+
+    unsubscribe = [events.bus.subscribe((Event.JOB_ENDED,), broken),
+                   events.bus.subscribe((Event.JOB_ENDED,), lambda message: heard.append(message["job_id"]))]
+    try:
+        events.publish(Event.JOB_ENDED, page_id="main", job_id="j1")
+    finally:
+        for each in unsubscribe:
+            each()
+    assert heard == ["j1"] and "a listener of job.ended failed" in caplog.text
+
+
+async def test_sending_to_the_sockets_holds_its_task_until_it_is_sent():
+    events.bus.sockets += 1  # as a connected event socket does
     try:
         before = set(tasks._running)
         events.publish(Event.PAGE_IDLE, page_id="main")
@@ -42,7 +54,7 @@ async def test_publishing_holds_its_task_until_it_is_sent():
         await asyncio.wait(sending)
         assert not sending & tasks._running
     finally:
-        events.subscribed[Event.PAGE_IDLE] -= 1
+        events.bus.sockets -= 1
 
 
 async def test_an_event_nobody_hears_is_not_sent():

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 
 from browser.registry import registry
 from browser.runner import Browser
+from core import events
+from core.events import Event, OnEvent
 from core.loops import Loop
 from core.tasks import spawn
 
@@ -25,6 +27,9 @@ class Runtime:
         self.startup_steps: list[Callable[[], Awaitable[object]]] = []
         # Long-running coroutines (e.g. the webhook deliverer), started after the browser.
         self.services: list[Callable[[], Awaitable[object]]] = []
+        # In-process listeners of the bus (kinds, callback): subscribed while the runtime runs.
+        self.listeners: list[tuple[tuple[Event, ...], OnEvent]] = []
+        self._unsubscribe: list[Callable[[], None]] = []
         # Run first at a stop, while the browser is still open.
         self.shutdown_steps: list[Callable[[], Awaitable[object]]] = []
         self._tasks: list[asyncio.Task] = []
@@ -33,6 +38,7 @@ class Runtime:
         self.stop_serving: Callable[[], object] | None = None
 
     async def start(self) -> None:
+        self._unsubscribe = [events.bus.subscribe(kinds, on_event) for kinds, on_event in self.listeners]
         for step in self.startup_steps:
             await step()
         first_tab = await self.browser.start()
@@ -58,5 +64,7 @@ class Runtime:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
         registry.detach()
         await self.browser.close()

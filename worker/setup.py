@@ -61,16 +61,6 @@ async def close_idle_pool_pages() -> None:
     await close_idle(registry)
 
 
-async def log_browser_events() -> None:
-    """The browser's relaunches and the pages' crashes, into the request log."""
-    from activity import log as request_log
-    from core import events
-    from core.events import Event
-
-    kinds = (Event.BROWSER_UP, Event.BROWSER_FAILED, Event.PAGE_CRASHED)
-    await events.listen(request_log.record_browser_event, kinds=kinds)
-
-
 def build_runtime() -> Runtime:
     from jobs.delivery import Deliverer
     from penelope_site.urls import job_runner, schedule_firer
@@ -81,7 +71,7 @@ def build_runtime() -> Runtime:
     deliverer = Deliverer()
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
-    runtime.services.append(deliverer.follow_bus)
+    runtime.listeners.append((deliverer.HEARS, deliverer.on_event))
     # Jobs a restart left queued wait for their pages again, once the browser is up.
     runtime.services.append(job_runner.resume_queued)
     # Schedules: the fires missed while stopped first, then each at its instant.
@@ -95,7 +85,8 @@ def build_runtime() -> Runtime:
 
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
-    runtime.services.append(log_browser_events)
+    # The browser's relaunches and the pages' crashes, into the request log.
+    runtime.listeners.append((request_log.BROWSER_EVENTS, request_log.record_browser_event))
     runtime.browser.on_refused = request_log.record_refusal
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
     runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
