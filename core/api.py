@@ -1,8 +1,17 @@
-"""The API's errors: `ApiError`, what the HTTP layer raises for an answer
-other than success, and `STATUS_OF`, the one table that gives each domain
-refusal (core/errors.py) its status. `core.rest` turns both (and every other
-failure) into the envelope; a call's or a job's stored answer uses the same
-table (`refusal`)."""
+"""The API's edge: where a refusal (core/errors.py) gets its status.
+
+`STATUS_OF` is the one table that gives each domain refusal its status;
+`status_of` reads it, or the status a `StatusError` carries. `core.rest`
+turns every refusal (and every other failure) into the envelope; a call's
+or a job's stored answer uses the same reading (`refusal`).
+
+`StatusError` is a refusal whose status is its whole meaning, chosen by its
+raiser: the HTTP layer's `ApiError` (a body, a header, a route) and a
+plugin's `PluginError`. Neither is a `DomainError`, and a `PluginError` is
+no `ApiError`: a handler of the HTTP layer's errors never catches a plugin's.
+Such an error says nothing more than its status, so the status says whether
+it may pass (`MAY_PASS`), unless its raiser said otherwise.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +21,24 @@ from core import errors
 
 API_PREFIX = "/api/v1/"
 
+# The statuses that say "this may pass by itself" when a status is all an
+# error says: a time limit, a site or a browser failing, a service down, an
+# upstream's time-out.
+MAY_PASS = frozenset({408, 502, 503, 504})
 
-class ApiError(Exception):
-    """An answer other than success: its status and one sentence for the client."""
 
-    def __init__(self, status: int, message: str, page_id: str | None = None):
-        super().__init__(message)
+class StatusError(errors.Refusal):
+    """A refusal that carries its status: `transient` when the status may pass,
+    unless `transient` is given."""
+
+    def __init__(self, status: int, message: str, page_id: str | None = None, *, transient: bool | None = None):
+        super().__init__(message, page_id)
         self.status = status
-        self.message = message
-        self.page_id = page_id
+        self.transient = status in MAY_PASS if transient is None else transient
+
+
+class ApiError(StatusError):
+    """The HTTP layer's refusal: its status and one sentence for the client."""
 
     def envelope(self) -> dict[str, Any]:
         return error_body(self.message, self.page_id)
@@ -31,6 +49,7 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
     errors.InvalidPageId: 400,
     errors.BadAction: 400,
     errors.InvalidSchedule: 400,
+    errors.BadJobHeader: 400,
     errors.NavigationRefused: 403,
     errors.PageNotOpen: 404,
     errors.NoSuchJob: 404,
@@ -64,7 +83,10 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
 }
 
 
-def status_of(error: errors.DomainError) -> int:
+def status_of(error: errors.Refusal) -> int:
+    """The status `error` is answered with: its own, or the table's."""
+    if isinstance(error, StatusError):
+        return error.status
     for kind in type(error).__mro__:
         status = STATUS_OF.get(kind)
         if status is not None:
@@ -72,14 +94,10 @@ def status_of(error: errors.DomainError) -> int:
     return 500
 
 
-def refusal(error: errors.DomainError | ApiError, page_id: str | None = None) -> ApiError:
+def refusal(error: errors.Refusal, page_id: str | None = None) -> ApiError:
     """`error` as the API answers it: its status, and the envelope naming its
     page (or `page_id` when it names none)."""
-    if isinstance(error, ApiError):
-        status = error.status
-    else:
-        status = status_of(error)
-    return ApiError(status, error.message, error.page_id if error.page_id is not None else page_id)
+    return ApiError(status_of(error), error.message, error.page_id if error.page_id is not None else page_id)
 
 
 def error_body(message: str, page_id: str | None) -> dict[str, Any]:

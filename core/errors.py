@@ -1,22 +1,40 @@
-"""The domain's refusals, in the domain's words.
+"""The refusals: what the worker answers instead of success, in the domain's words.
 
-The page model, the job core and the plugin framework raise these; none of
-them knows HTTP. Each carries one sentence for whoever asked and the page it
-concerns. `core.api.STATUS_OF` is the one table that turns them into a status
-and the envelope: for the API's exception handler, and for a plain call's or
-a job's stored answer.
+`Refusal` is the one base: one sentence for whoever asked (`message`), the
+page it concerns, and whether it may pass by itself (`transient`: a time
+limit, a browser or a service down). `transient` is all a retry asks
+(jobs/retries.py); the status it becomes is chosen only at the edge. Code
+that turns a refusal into an answer catches `Refusal`, whatever raised it.
+
+Two kinds of refusal:
+
+- `DomainError`, below: the page model, the job core, the plugin framework
+  and the schedules raise what happened; none of them knows HTTP. A class
+  is what it is; `core.api.STATUS_OF` is the one table that gives each its
+  status and the envelope (for the API's exception handler, and for a plain
+  call's or a job's stored answer).
+- `core.api.StatusError`: a refusal whose status *is* its meaning, as its
+  raiser picked it. The HTTP layer's `ApiError` (a bad body, no route) and a
+  plugin's `PluginError` (its author's `404` or `503`) are the two.
 """
 
 from __future__ import annotations
 
 
-class DomainError(Exception):
-    """A rule refused what was asked: `message` says which, to the client."""
+class Refusal(Exception):
+    """Something was refused: `message` says what, to the client."""
+
+    # May pass by itself: an attempt of a job with X-Retry is worth another.
+    transient: bool = False
 
     def __init__(self, message: str, page_id: str | None = None):
         super().__init__(message)
         self.message = message
         self.page_id = page_id
+
+
+class DomainError(Refusal):
+    """A rule of the domain refused what was asked; its class says which."""
 
 
 # --- the browser and its pages ----------------------------------------------------
@@ -53,9 +71,13 @@ class LeaseRequired(DomainError):
 class BrowserNotRunning(DomainError):
     """The browser is down (being launched again, or failed for good)."""
 
+    transient = True
+
 
 class TabLost(DomainError):
     """The page's tab could not be opened, or went during the call."""
+
+    transient = True
 
 
 class NavigationRefused(DomainError):
@@ -72,9 +94,13 @@ class BadAction(DomainError):
 class ActionTimedOut(DomainError):
     """The action ran past its time limit, or a browser step timed out."""
 
+    transient = True
+
 
 class BrowserStepFailed(DomainError):
     """A browser step of the action failed (not the caller's fault)."""
+
+    transient = True
 
 
 class NoSuchAction(DomainError):
@@ -99,9 +125,13 @@ class StoreFull(DomainError):
 class JobsFull(DomainError):
     """MAX_JOBS are held."""
 
+    transient = True
+
 
 class WaitersFull(DomainError):
     """MAX_WAITERS long-polls are waiting."""
+
+    transient = True
 
 
 class NoSuchJob(DomainError):
@@ -128,6 +158,15 @@ class QueueTimedOut(DomainError):
     """A queued job's wait for its page ran out (X-Queue-Timeout)."""
 
 
+class BadJobHeader(DomainError):
+    """A job header (`X-Result-Ttl`, `X-Retry`, …) that is malformed, doubled, or
+    sent without the others it needs; `header` names it."""
+
+    def __init__(self, header: str, message: str):
+        super().__init__(message)
+        self.header = header
+
+
 class KeyInFlight(DomainError):
     """A start with the same Idempotency-Key is being stored now."""
 
@@ -138,6 +177,8 @@ class KeyReused(DomainError):
 
 class Interrupted(DomainError):
     """The worker stopped before the job ended."""
+
+    transient = True
 
 
 class Cancelled(DomainError):

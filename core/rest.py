@@ -34,7 +34,7 @@ from rest_framework.renderers import JSONRenderer
 from core.api import ApiError, internal_error, refusal
 from core.auth import KEY_REQUIRED, BearerKey, HasKey
 from core.envelope import error_response, json_response, read_json_object
-from core.errors import DomainError, QueueFull
+from core.errors import QueueFull, Refusal
 from core.seams import InlineDispatch, django_request_of
 
 log = logging.getLogger("penelope.api")
@@ -117,7 +117,7 @@ def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     No traceback reaches the client; an unexpected one goes to the log."""
     page_id = (context.get("kwargs") or {}).get("page_id")
     allow = None
-    if isinstance(exc, ApiError | DomainError):
+    if isinstance(exc, Refusal):
         error = refusal(exc, page_id)
     elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         error = ApiError(401, KEY_REQUIRED)

@@ -13,8 +13,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from core.api import ApiError
-from core.errors import DomainError
+from core.errors import Refusal
 
 log = logging.getLogger("penelope.tasks")
 
@@ -34,6 +33,6 @@ def _ended(task: asyncio.Task) -> None:
     if task.cancelled():
         return
     error = task.exception()  # retrieved here, so asyncio never reports it unread
-    if error is None or isinstance(error, ApiError | DomainError):
+    if error is None or isinstance(error, Refusal):
         return  # an answer (a refusal is one), for whoever awaits it
     log.error("background task for %s failed", task.get_name(), exc_info=error)

@@ -1,4 +1,8 @@
-"""The job headers of a plugin call: `X-Callback-Url` or `X-Result-Ttl`, never both."""
+"""The job headers of a plugin call: `X-Callback-Url` or `X-Result-Ttl`, never both.
+
+A header that is malformed, doubled or sent without the others it needs is
+refused with `BadJobHeader`, naming it (the API answers 400).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import httpx
 from django.conf import settings
 from django.http import HttpRequest
 
-from core.api import ApiError
+from core.errors import BadJobHeader
 from core.shapes import PLAIN_DECIMAL
 from plugins import debug
 
@@ -88,12 +92,12 @@ class JobOptions:
 
 
 def parse_options(request: HttpRequest) -> JobOptions | None:
-    """The job a request asks for, None for a plain call, or 400 for a bad or
-    doubled header. A repeated header arrives joined with commas and is bad."""
+    """The job a request asks for, None for a plain call, or BadJobHeader for
+    a bad or doubled header. A repeated header arrives joined with commas and is bad."""
     callback = request.headers.get(CALLBACK_HEADER)
     ttl = request.headers.get(TTL_HEADER)
     if callback is not None and ttl is not None:
-        raise ApiError(400, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
+        raise BadJobHeader(CALLBACK_HEADER, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
     queue_timeout = request.headers.get(QUEUE_TIMEOUT_HEADER)
     priority = request.headers.get(PRIORITY_HEADER)
     retry = request.headers.get(RETRY_HEADER)
@@ -101,16 +105,18 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     notify = request.headers.get(NOTIFY_HEADER)
     if ttl is None and callback is None:
         if notify is not None:
-            raise ApiError(400, f"{NOTIFY_HEADER} is a job's: send it with {TTL_HEADER} or {CALLBACK_HEADER}.")
+            raise BadJobHeader(NOTIFY_HEADER, f"{NOTIFY_HEADER} is a job's: send it with {TTL_HEADER} or {CALLBACK_HEADER}.")
         if queue_timeout is not None or priority is not None:
-            raise ApiError(
-                400, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
+            header = QUEUE_TIMEOUT_HEADER if queue_timeout is not None else PRIORITY_HEADER
+            raise BadJobHeader(
+                header, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
             )
         if retry is not None or backoff is not None:
-            raise ApiError(400, f"{RETRY_HEADER} and {BACKOFF_HEADER} retry a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.")
+            header = RETRY_HEADER if retry is not None else BACKOFF_HEADER
+            raise BadJobHeader(header, f"{RETRY_HEADER} and {BACKOFF_HEADER} retry a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.")
         return None  # a plain call: Idempotency-Key is not read
     if backoff is not None and retry is None:
-        raise ApiError(400, f"{BACKOFF_HEADER} is the back-off of {RETRY_HEADER}: send it with {RETRY_HEADER}.")
+        raise BadJobHeader(BACKOFF_HEADER, f"{BACKOFF_HEADER} is the back-off of {RETRY_HEADER}: send it with {RETRY_HEADER}.")
     key = request.headers.get(IDEMPOTENCY_HEADER)
     queueing = {
         "idempotency_key": parse_idempotency_key(key) if key is not None else None,
@@ -131,14 +137,14 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
 def parse_priority(raw: str) -> int:
     value = raw.strip()
     if len(value) != 1 or not "0" <= value <= str(MAX_PRIORITY):
-        raise ApiError(400, f"{PRIORITY_HEADER} must be a whole number from 0 to {MAX_PRIORITY}.")
+        raise BadJobHeader(PRIORITY_HEADER, f"{PRIORITY_HEADER} must be a whole number from 0 to {MAX_PRIORITY}.")
     return int(value)
 
 
 def parse_retries(raw: str) -> int:
     value = raw.strip()
     if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_RETRIES or value[0] == "0":
-        raise ApiError(400, f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.")
+        raise BadJobHeader(RETRY_HEADER, f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.")
     return int(value)
 
 
@@ -148,7 +154,7 @@ IDEMPOTENCY_KEY_PATTERN = re.compile(rf"[\x20-\x7e]{{1,{MAX_IDEMPOTENCY_KEY}}}")
 
 def parse_idempotency_key(raw: str) -> str:
     if not IDEMPOTENCY_KEY_PATTERN.fullmatch(raw):
-        raise ApiError(400, f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters.")
+        raise BadJobHeader(IDEMPOTENCY_HEADER, f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters.")
     return raw
 
 
@@ -158,11 +164,11 @@ TTL_PATTERN = re.compile(PLAIN_DECIMAL, re.ASCII)
 
 
 def plain_seconds(raw: str, *, most: float, what: str) -> float:
-    """Plain decimal seconds in (0, most], or 400 naming `what`."""
+    """Plain decimal seconds in (0, most], or BadJobHeader naming `what`."""
     raw = raw.strip()
     seconds = float(raw) if TTL_PATTERN.fullmatch(raw) else math.nan
     if not math.isfinite(seconds) or not 0 < seconds <= most:
-        raise ApiError(400, f"{what} must be a number of seconds, more than 0 and at most {most:g}.")
+        raise BadJobHeader(what, f"{what} must be a number of seconds, more than 0 and at most {most:g}.")
     return seconds
 
 
@@ -172,7 +178,7 @@ def parse_ttl(raw: str) -> float:
 
 def parse_callback(raw: str, *, header: str = CALLBACK_HEADER) -> str:
     url = raw.strip()
-    bad = ApiError(400, f"{header} must be an absolute http or https URL with a host.")
+    bad = BadJobHeader(header, f"{header} must be an absolute http or https URL with a host.")
     if not url or len(url) > MAX_CALLBACK_LENGTH or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise bad
     try:

@@ -6,6 +6,9 @@ or the site failing, a restart) goes back to its page's queue after a
 back-off of `X-Retry-Backoff × 2^(k-1)` seconds (k the attempt that just
 ended), within ±20 % so that jobs failing together do not come back
 together. Everything else ends the job as it would without X-Retry.
+
+Which failures may pass is the errors' to say (`transient`, core/errors.py),
+not their statuses': the attempt's outcome carries its error's word.
 """
 
 from __future__ import annotations
@@ -15,18 +18,13 @@ import random
 from jobs.options import MAX_QUEUE_TIMEOUT_S
 from plugins.framework import Outcome
 
-# Statuses that may pass by themselves: a time limit, a browser or site
-# that failed, a browser or a service down, an upstream's time-out.
-TRANSIENT_STATUSES = frozenset({408, 502, 503, 504})
 JITTER = 0.2
 
 
 def transient(outcome: Outcome) -> bool:
-    """Whether the attempt's end is worth another: the plugin's own word
-    (`PluginError(..., retry=...)`) when it gave one, else its status."""
-    if outcome.retry is not None:
-        return outcome.retry and outcome.status != 200
-    return outcome.status in TRANSIENT_STATUSES
+    """Whether the attempt's end is worth another: it failed, and its error
+    may pass (a PluginError's `retry=` is its word)."""
+    return bool(outcome.transient) and outcome.status != 200
 
 
 def back_off_s(first_s: float, ended_attempt: int, *, rng: random.Random | None = None) -> float:

@@ -23,7 +23,7 @@ from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core.api import first_line, refusal
 from core.db_thread import persist
-from core.errors import ActionFailed, Cancelled, DomainError, QueueTimedOut
+from core.errors import ActionFailed, Cancelled, QueueTimedOut, Refusal
 from core.tasks import spawn
 from jobs.models import Job, webhook_window
 from jobs.progress import ProgressRelay
@@ -73,7 +73,7 @@ class JobRun:
         self.cancel_requested.set_result(None)
         return True
 
-    async def end_unrun(self, refused: DomainError) -> Job | None:
+    async def end_unrun(self, refused: Refusal) -> Job | None:
         """End the job without its page: its wait ran out, a client cancelled
         it, the lease it waited under is gone. The job as stored, or None."""
         state = Job.State.CANCELLED if isinstance(refused, Cancelled) else (
@@ -187,10 +187,9 @@ class JobRun:
         return True
 
 
-def failure(error: DomainError, page_id: str, started_at: float, duration_s: float) -> Outcome:
+def failure(error: Refusal, page_id: str, started_at: float, duration_s: float) -> Outcome:
     """A job's outcome that no plugin answered: the refusal's status and envelope."""
-    answer = refusal(error, page_id)
-    return Outcome(answer.status, answer.envelope(), started_at, duration_s)
+    return Outcome.refused(error, page_id, started_at, duration_s)
 
 
 async def store_end(

@@ -14,7 +14,7 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResponse, extend_schema
 
 from browser.pages import ManagedPage
-from core.api import ApiError
+from core.errors import BadJobHeader
 from core.rest import answer
 from jobs.callback_guard import submit_refusal
 from jobs.models import Job
@@ -237,9 +237,9 @@ class JobStart:
     async def options(self, request: HttpRequest) -> JobOptions | None:
         options = parse_options(request)
         if options is not None and options.callback and (refused := await submit_refusal(options.callback)):
-            raise ApiError(400, refused)
+            raise BadJobHeader(CALLBACK_HEADER, refused)
         if options is not None and options.notify and (refused := await submit_refusal(options.notify, NOTIFY_HEADER)):
-            raise ApiError(400, refused)
+            raise BadJobHeader(NOTIFY_HEADER, refused)
         return options
 
     async def start(

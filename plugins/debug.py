@@ -29,7 +29,7 @@ from playwright.async_api import BrowserContext, ConsoleMessage, Page, Request, 
 from playwright.async_api import Error as PlaywrightError
 
 from core.api import ApiError, first_line
-from core.errors import DomainError
+from core.errors import Refusal
 from core.tasks import spawn
 
 log = logging.getLogger("penelope.plugins")
@@ -204,7 +204,7 @@ class Recorder:
             data, content_type, filename = made
             try:
                 artifacts[name] = await store_file(data, content_type=content_type, filename=filename)
-            except (ApiError, DomainError) as error:  # the media store is full (507)
+            except Refusal as error:  # the media store is full (507)
                 self.notes.append(f"No {name}: {error.message}")
             except Exception:  # a full disk, a locked database: the answer in hand is kept all the same
                 log.exception("the %s of a debug recording could not be stored", name)

@@ -28,13 +28,13 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from core.api import ApiError, first_line, refusal
+from core.api import MAY_PASS, ApiError, StatusError, first_line, refusal
 from core.errors import (
     ActionFailed,
     ActionTimedOut,
     BadAction,
     BrowserStepFailed,
-    DomainError,
+    Refusal,
     ResultTooLarge,
 )
 from core.redaction import SecretPath, hide_paths, secret_path
@@ -44,17 +44,17 @@ from plugins import declared
 log = logging.getLogger("penelope.plugins")
 
 
-class PluginError(ApiError):
+class PluginError(StatusError):
     """Raised by an action to answer a status and a sentence, e.g.
     `raise PluginError(404, "Account ghost does not exist.")`.
 
     For a job started with X-Retry, `retry=True` marks the failure worth
     another attempt and `retry=False` marks it final, whatever its status;
-    without it the status decides (`jobs.retries.transient`)."""
+    without it the status decides (408, 502, 503 and 504 may pass:
+    `core.api.MAY_PASS`). Either way it is the error's `transient`."""
 
     def __init__(self, status: int, message: str, page_id: str | None = None, *, retry: bool | None = None):
-        super().__init__(status, message, page_id)
-        self.retry = retry
+        super().__init__(status, message, page_id, transient=retry)
 
 
 ActionFn = Callable[[Page, dict[str, Any], "Context"], Awaitable[dict[str, Any]]]
@@ -308,8 +308,20 @@ class Outcome:
     body: dict[str, Any]
     started_at: float
     duration_s: float
-    # The plugin's own word on whether a failure is worth another attempt (PluginError's `retry`).
-    retry: bool | None = None
+    # Whether the failure may pass by itself (its error's `transient`): X-Retry's question.
+    transient: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.transient is None:
+            # Made from a status alone (plugins/calls.py's `refused`, until it
+            # uses `Outcome.refused`): the status says it, as a PluginError's does.
+            self.transient = self.status in MAY_PASS
+
+    @classmethod
+    def refused(cls, error: Refusal, page_id: str, started_at: float, duration_s: float) -> Outcome:
+        """The outcome of a call refused by `error`: its status, the envelope and its `transient`."""
+        answer = refusal(error, page_id)
+        return cls(answer.status, answer.envelope(), started_at, duration_s, error.transient)
 
 
 async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> Outcome:
@@ -317,10 +329,8 @@ async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Co
     began = time.monotonic()
     try:
         result = await _result(action, page, params, ctx)
-    except (ApiError, DomainError) as error:
-        refused = refusal(error, ctx.page_id)
-        retry = error.retry if isinstance(error, PluginError) else None
-        return Outcome(refused.status, refused.envelope(), started_at, time.monotonic() - began, retry)
+    except Refusal as error:
+        return Outcome.refused(error, ctx.page_id, started_at, time.monotonic() - began)
     return Outcome(200, {"success": True, "page_id": ctx.page_id, **result}, started_at, time.monotonic() - began)
 
 
@@ -333,7 +343,7 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         # In this task (asyncio.wait_for would start another one per call).
         async with asyncio.timeout(limit) as ctx._deadline:
             result = await action.run(page, params, ctx)
-    except (ApiError, DomainError):
+    except Refusal:
         raise  # the action's own refusal (a PluginError), or one of the page's
     except (TimeoutError, PlaywrightTimeoutError) as error:
         if isinstance(error, PlaywrightTimeoutError):

@@ -28,9 +28,9 @@ from django.conf import settings
 from activity.tracker import tracker
 from browser.registry import registry
 from core import events, metrics
-from core.api import ApiError, refusal
+from core.api import refusal
 from core.db_thread import on_db_thread
-from core.errors import DomainError, JobNotCancellable, ScheduleOverlap
+from core.errors import JobNotCancellable, NoSuchAction, Refusal, ScheduleOverlap
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
@@ -181,7 +181,7 @@ class ScheduleFirer:
     async def fire_quietly(self, schedule: Schedule, fire_at: float, following: float | None) -> None:
         try:
             await self.fire(schedule, fire_at=fire_at, following=following)
-        except (DomainError, ApiError):
+        except Refusal:
             pass  # counted and logged by `fire`
 
     # --- one fire --------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ class ScheduleFirer:
                 pass  # it ended on its own meanwhile
         try:
             job, options = await self.start(schedule, fire_at, following)
-        except (DomainError, ApiError) as refused:
+        except Refusal as refused:
             error = refused.message
             await on_db_thread(schedule.record_refused)(error=error, at=time.time())
             metrics.schedule_refused(refusal(refused).status)
@@ -242,7 +242,7 @@ class ScheduleFirer:
         family, _, name = schedule.plugin.partition("/")
         action = find_action(family, name)
         if action is None:
-            raise ApiError(404, f"No plugin action {schedule.plugin}.", schedule.page_id)
+            raise NoSuchAction(f"No plugin action {schedule.plugin}.", schedule.page_id)
         params = action.validate(schedule.params)
         page = None if schedule.page_id == ANY else registry.get(schedule.page_id)
         options = JobOptions(

@@ -20,8 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from browser.pages import validate_page_id
-from core.api import ApiError
-from core.errors import InvalidPageId, InvalidSchedule
+from core.errors import BadJobHeader, InvalidPageId, InvalidSchedule
 from core.rest import describe_errors
 from core.routes import ANY
 from jobs.callback_guard import submit_refusal
@@ -78,10 +77,10 @@ def as_header(seconds: Any) -> str:
 
 
 def header_rule(field: str, parse: Any, raw: str) -> Any:
-    """`parse(raw)`, its 400 as this field's refusal."""
+    """`parse(raw)`, its BadJobHeader as this field's refusal."""
     try:
         return parse(raw)
-    except ApiError as refused:
+    except BadJobHeader as refused:
         raise invalid(field, refused.message) from None
 
 

@@ -29,7 +29,7 @@ import schemathesis
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
-from core.api import ApiError
+from core.errors import BadJobHeader
 from jobs.options import CALLBACK_HEADER, IDEMPOTENCY_HEADER, TTL_HEADER, parse_callback, parse_idempotency_key
 
 # What may surround a JSON value (RFC 8259): all an empty body holds.
@@ -50,7 +50,7 @@ SHORT = {
 def accepted(parse: Any, value: Any) -> bool:
     try:
         parse(str(value))
-    except ApiError:
+    except BadJobHeader:
         return False
     return True
 
