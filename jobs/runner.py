@@ -42,7 +42,6 @@ from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core import metrics
-from core.api import ApiError
 from core.auth import FULL
 from core.db_thread import on_db_thread
 from core.errors import (
@@ -58,6 +57,7 @@ from core.errors import (
     NoSuchJob,
     PageBusy,
     QueueFull,
+    Refusal,
 )
 from core.events import Event
 from core.routes import ANY
@@ -267,7 +267,7 @@ class JobRunner:
                     raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
                 page = None if job.page_id == ANY else (registry.pages.get(job.page_id) or await registry.open(job.page_id))
                 params = found.validate_stored(job.params)
-            except (DomainError, ApiError) as refused:
+            except Refusal as refused:
                 stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
                 self._ended(stored)
                 continue

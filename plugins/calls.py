@@ -15,7 +15,6 @@ from django.conf import settings
 
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
-from core.api import refusal
 from core.errors import DomainError, NavigationRefused, TabLost
 from core.routes import ANY
 from core.tasks import spawn
@@ -72,9 +71,8 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
 
 
 def refused(error: DomainError, page_id: str, started_at: float, duration_s: float) -> Outcome:
-    """The outcome of a call the domain refused: its status and the envelope."""
-    answer = refusal(error, page_id)
-    return Outcome(answer.status, answer.envelope(), started_at, duration_s)
+    """The outcome of a call the domain refused: its status, the envelope, and whether it may pass."""
+    return Outcome.refused(error, page_id, started_at, duration_s)
 
 
 async def run_plain(

@@ -313,8 +313,8 @@ class Outcome:
 
     def __post_init__(self) -> None:
         if self.transient is None:
-            # Made from a status alone (plugins/calls.py's `refused`, until it
-            # uses `Outcome.refused`): the status says it, as a PluginError's does.
+            # Made from a status alone (no error behind it): the status says
+            # it, by the rule a PluginError without `retry=` follows.
             self.transient = self.status in MAY_PASS
 
     @classmethod
