@@ -29,7 +29,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from activity.tracker import tracker
 from browser.processes import resident_bytes
 from browser.registry import PageRegistry, registry
 from browser.runner import BrowserState
@@ -38,6 +37,7 @@ from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView
 from core.schema import operation
+from core.tracker import tracker
 from live.screencast import casts
 from media_store import store as media
 

@@ -25,12 +25,12 @@ from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from activity import log as request_log
-from activity.tracker import tracker
 from core import metrics
 from core.api import API_PREFIX
 from core.auth import FULL, key_matches, request_role
 from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
 from core.seams import close_with
+from core.tracker import tracker
 from plugins.framework import find_action
 from plugins.primitives import primitives
 

@@ -13,13 +13,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 
 from activity import log as request_log
-from activity.tracker import tracker
 from browser.registry import registry
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
 from core.schema import operation
 from core.shapes import ErrorEnvelope, FalseField, Success
+from core.tracker import tracker
 
 DEFAULT_WINDOW_S = 3600.0
 

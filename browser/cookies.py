@@ -12,6 +12,7 @@ from typing import Any
 from playwright.async_api import BrowserContext
 
 from core.api import error_line
+from core.tasks import spawn
 
 log = logging.getLogger("penelope.browser")
 
@@ -42,8 +43,6 @@ class CookieJar:
     def read_soon(self, context: Callable[[], BrowserContext | None]) -> None:
         """Read the cookies soon from the browser `context()` answers then
         (a relaunch may change it while a read waits)."""
-        from core.tasks import spawn
-
         if self._reading is not None and not self._reading.done():
             self._again = True
             return

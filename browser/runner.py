@@ -25,6 +25,7 @@ from browser.upstream import Upstream
 from core import events, metrics
 from core.api import error_line
 from core.events import Event
+from core.tasks import spawn
 
 log = logging.getLogger("penelope.browser")
 
@@ -224,8 +225,6 @@ class Browser:
 
     def _begin_relaunch(self, cause: Cause) -> None:
         """Flip to RELAUNCHING now (no await: a caller from here on waits) and relaunch in a task."""
-        from core.tasks import spawn
-
         if self._stopped:
             return
         self.state = BrowserState.RELAUNCHING

@@ -5,6 +5,7 @@ class Config(AppConfig):
     name = "core"
 
     def ready(self) -> None:
+        # In ready(): the database layer loads once the app registry is ready.
         from django.db.backends.signals import connection_created
 
         from core.db_thread import new_store_vacuums

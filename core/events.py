@@ -3,7 +3,7 @@ published here once, and whoever needs to know hears it.
 
 Listeners inside the worker (the webhook deliverer, the request log's
 browser rows) are called directly by `publish`, in order, with no task and
-no trip through a channel layer. The event sockets (core/sockets.py) are
+no trip through a channel layer. The event sockets (jobs/sockets.py) are
 channels consumers: the event reaches them over channels' in-memory layer,
 and only while one is connected (docs/design/EVENTS.md says when a shared
 layer would be needed). Publishing never blocks: `publish` is a plain
@@ -73,7 +73,7 @@ class Bus:
     """The worker's one event bus. `publish` calls each in-process listener
     of the event's kind (the webhook deliverer, the request log) directly,
     in the order listeners subscribed, before it returns; the channels layer
-    carries the event only to the WebSocket consumers (core/sockets.py), and
+    carries the event only to the WebSocket consumers (jobs/sockets.py), and
     only while one is connected. A listener's error is logged, never raised
     into the publisher."""
 

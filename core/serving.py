@@ -61,7 +61,7 @@ def event_loop() -> asyncio.AbstractEventLoop:
     import daphne.server  # noqa: F401 - installs the reactor
     from twisted.internet import reactor
 
-    from core.seams import asyncio_loop_of
+    from core.seams import asyncio_loop_of  # after the reactor is installed: the seams import Twisted
 
     loop = asyncio_loop_of(reactor)
     asyncio.set_event_loop(loop)

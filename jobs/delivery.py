@@ -25,13 +25,13 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
-from activity.tracker import tracker
 from core import events, metrics
 from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
 from core.events import Event
 from core.redaction import url_for_log
 from core.tasks import spawn
+from core.tracker import tracker
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job, webhook_window

@@ -38,7 +38,6 @@ from typing import Any
 
 from django.conf import settings
 
-from activity.tracker import tracker
 from browser.pages import Claim, ManagedPage
 from browser.registry import registry
 from core import metrics
@@ -62,6 +61,7 @@ from core.errors import (
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
+from core.tracker import tracker
 from jobs.models import Job
 from jobs.news import asked, publish
 from jobs.options import JobOptions

@@ -34,8 +34,8 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from activity.tracker import tracker
 from core.tasks import spawn
+from core.tracker import tracker
 from core.writable import Writable
 from live import human
 from live.links import Link, links

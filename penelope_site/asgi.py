@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from core.sockets import EventStream  # noqa: E402
+from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402
 
 

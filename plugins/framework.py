@@ -28,7 +28,9 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from browser.registry import registry
 from core.api import MAY_PASS, ApiError, StatusError, first_line, refusal
+from core.db_thread import persist
 from core.errors import (
     ActionFailed,
     ActionTimedOut,
@@ -39,6 +41,8 @@ from core.errors import (
 )
 from core.redaction import SecretPath, hide_paths, secret_path
 from core.rest import validated
+from live import human
+from media_store import store
 from plugins import declared
 
 log = logging.getLogger("penelope.plugins")
@@ -252,14 +256,8 @@ class Context:
                 409, "This action asks a person for help on the way; start it as a job (X-Result-Ttl or "
                 "X-Callback-Url) so that the question can be shown and answered.", self.page_id, retry=False,
             )
-        from browser.registry import registry
-        from live import human
-
         if self.media_holder is not None and self.media_held_until is not None:
             # The files stored so far, and those to come, are held as much longer as the person may take.
-            from core.db_thread import persist
-            from media_store import store
-
             self.media_held_until += timeout_s
             await persist(store.expire, self.media_holder, until=self.media_held_until, what="a job's files' hold")
         loop = asyncio.get_running_loop()
@@ -276,8 +274,6 @@ class Context:
 
     async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
         """Store a file and answer its `{"url", "expires_at", "content_type", "size"}`."""
-        from media_store import store
-
         item = await store.aput(
             data, content_type=content_type, filename=filename, holder=self.media_holder, held_until=self.media_held_until
         )

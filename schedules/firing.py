@@ -25,7 +25,6 @@ from typing import Any
 
 from django.conf import settings
 
-from activity.tracker import tracker
 from browser.registry import registry
 from core import events, metrics
 from core.api import refusal
@@ -34,6 +33,7 @@ from core.errors import JobNotCancellable, NoSuchAction, Refusal, ScheduleOverla
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
+from core.tracker import tracker
 from jobs.models import Job
 from jobs.options import DEFAULT_BACKOFF_S, JobOptions
 from jobs.runner import JobRunner

@@ -164,6 +164,62 @@ def test_no_import_circle():
     assert not circles, "import circles (a TYPE_CHECKING or function-local import counts):\n" + "\n".join(circles)
 
 
+# The apps' floors (docs/design/API_LAYERS.md): an app imports only from apps
+# on floors below its own, so no two apps import each other, even by a path.
+FLOORS = {
+    "core": 0, "demo_site": 0,
+    "browser": 1, "media_store": 1, "waker": 1,
+    "live": 2,
+    "plugins": 3,
+    "activity": 4,
+    "jobs": 5,
+    "schedules": 6,
+    "penelope_site": 7,
+    "worker": 8,
+}
+
+
+def test_every_app_has_a_floor_and_imports_only_from_below():
+    """Every app of the project (a top-level folder with Python and an
+    `__init__.py`, but the tools: tests, harness, bench, client, scripts)
+    has its floor, and each import of another app goes down."""
+    tools = {"tests", "harness", "bench", "client", "scripts", "deploy", "docs"}
+    apps = {path.parent.name for path in ROOT.glob("*/__init__.py")} - tools
+    assert apps == set(FLOORS), f"apps without a floor, or floors without an app: {apps ^ set(FLOORS)}"
+    upward = []
+    for name, edges in import_graph().items():
+        app = name.split(".")[0]
+        for target, line in edges.items():
+            other = target.split(".")[0]
+            if app in FLOORS and other in FLOORS and other != app and FLOORS[other] >= FLOORS[app]:
+                upward.append(f"{name} (floor {FLOORS[app]}) imports {target} (floor {FLOORS[other]}), line {line}")
+    assert not upward, "imports that do not go down a floor:\n" + "\n".join(upward)
+
+
+def test_an_import_inside_a_function_says_why():
+    """A project import inside a function is there only where a circle or the
+    start-up demands it, and says which on its line or the comment just above."""
+    silent = []
+    apps = set(FLOORS)
+    for name, path in modules().items():
+        if name.split(".")[0] not in apps:
+            continue
+        lines = path.read_text().splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                module = node.module if isinstance(node, ast.ImportFrom) and not node.level else (
+                    node.names[0].name if isinstance(node, ast.Import) else None)
+                if module is None or module.split(".")[0] not in apps:
+                    continue
+                said = "#" in lines[node.lineno - 1] or any(
+                    lines[line - 1].strip().startswith("#") for line in range(max(1, node.lineno - 3), node.lineno))
+                if not said:
+                    silent.append(f"{path.relative_to(ROOT)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not silent, "imports inside functions without their reason:\n" + "\n".join(silent)
+
+
 def test_the_circle_finder_sees_a_type_only_and_a_local_import(tmp_path, monkeypatch):
     """The finder itself, on a small package of its own: a circle closed by an
     import under `if TYPE_CHECKING:` and one closed inside a function."""

@@ -18,8 +18,8 @@ from django.test import AsyncRequestFactory
 from websockets.sync.client import connect
 
 from activity.middleware import ApiGateMiddleware
-from activity.tracker import tracker
 from core.redaction import HIDDEN, hide_paths, secret_path
+from core.tracker import tracker
 from harness.receiver import Receiver
 from harness.waker import WakerProcess
 from harness.worker import TEST_KEY, wait_until

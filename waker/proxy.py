@@ -262,7 +262,7 @@ class WakerApplication:
         daphne answers 403 whatever the reason. An open live socket counts as
         a request in flight, so an open live view keeps its worker awake; an
         event socket does not, as it is not client activity on the worker
-        (core/sockets.py)."""
+        (jobs/sockets.py)."""
         if (await receive())["type"] != "websocket.connect":
             return
         try:

@@ -2,39 +2,43 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from django.conf import settings
 
-from core.db_thread import on_db_thread
+from activity import log as request_log
+from activity.log import sweep_request_log_batch
+from browser.pool import close_idle
+from browser.processes import charged_bytes
+from browser.purge import purge_loop_step
+from browser.registry import registry
+from core.db_thread import VACUUM_PAGES, adrain, on_db_thread, release_free_pages
+from jobs.delivery import Deliverer
+from jobs.services import arecover, asweep
+from media_store import store as media_store
+from media_store.store import drop_orphans
+from penelope_site.urls import job_runner, schedule_firer
+from plugins.framework import families
 from worker.runtime import Loop, Runtime
 
 
 async def load_plugins() -> None:
     """Import every family in PENELOPE_PLUGINS now, so a typo fails the start."""
-    from plugins.framework import families
-
     families()
 
 
 async def recover_jobs() -> None:
     """Before the port opens: jobs caught running become interrupted."""
-    from jobs.services import arecover
-
     await arecover()
 
 
 async def sweep_jobs() -> None:
-    from jobs.services import asweep
-
     await asweep()
 
 
 async def sweep_store() -> None:
     """Media files without a row and rows without a file; old request-log
     rows; then the pages the sweeps freed go back to the disk."""
-    from activity.log import sweep_request_log_batch
-    from core.db_thread import VACUUM_PAGES, adrain, release_free_pages
-    from media_store.store import drop_orphans
-
     await on_db_thread(drop_orphans)()
     await adrain(sweep_request_log_batch)
     await adrain(release_free_pages, full=VACUUM_PAGES)
@@ -43,11 +47,6 @@ async def sweep_store() -> None:
 async def check_browser_memory() -> None:
     """BROWSER_MAX_MB: read the browser's charged memory (off the loop) and
     let the browser recycle itself when it passed the bound."""
-    import asyncio
-
-    from browser.processes import charged_bytes
-    from browser.registry import registry
-
     browser = registry.browser
     if browser is not None:
         browser.memory_checked(await asyncio.to_thread(charged_bytes))
@@ -55,16 +54,10 @@ async def check_browser_memory() -> None:
 
 async def close_idle_pool_pages() -> None:
     """POOL_PAGE_IDLE_S: the pages `any` opened and nobody used since."""
-    from browser.pool import close_idle
-    from browser.registry import registry
-
     await close_idle(registry)
 
 
 def build_runtime() -> Runtime:
-    from jobs.delivery import Deliverer
-    from penelope_site.urls import job_runner, schedule_firer
-
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
@@ -79,10 +72,6 @@ def build_runtime() -> Runtime:
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(job_runner.stop)
     # The request log, media orphans, the memory purge.
-    from activity import log as request_log
-    from browser.purge import purge_loop_step
-    from media_store import store as media_store
-
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     # The browser's relaunches and the pages' crashes, into the request log.

@@ -80,6 +80,7 @@ class Command(BaseCommand):
 
         from django.core.asgi import get_asgi_application
 
+        # After the reactor is installed: the supervisor and the proxy import Twisted.
         from waker import supervisor as supervision
         from waker.proxy import WakerApplication
 

@@ -73,6 +73,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PENELOPE_PORT)
 
     def handle(self, *args, host: str, port: int, **options):
+        # Here, not at the top: Django imports every command to list them, and the framework loads Playwright.
         from plugins.framework import PluginsInvalid, families
 
         try:
@@ -92,6 +93,7 @@ class Command(BaseCommand):
 
         loop = event_loop()  # first: it installs the reactor daphne and Playwright share
 
+        # After the reactor is installed: the application and the runtime import Twisted.
         from penelope_site.asgi import application
         from worker.setup import build_runtime
 
@@ -103,7 +105,7 @@ class Command(BaseCommand):
             loop.run_until_complete(runtime.stop())
             raise CommandError(str(error)) from None
 
-        from browser.pages import page_of_path
+        from browser.pages import page_of_path  # after the reactor is installed, with the runtime's modules
 
         listened = run_daphne(
             application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
