@@ -14,4 +14,8 @@ fi
 .venv-checks/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/checks.txt
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
-PENELOPE_STORE="$store" .venv/bin/python -m pytest "$@"
+# Two processes on two cores (pytest-xdist), each file whole in one of them
+# so that a module's tests share its worker; the `serial` tests run alone
+# (pytest.ini, tests/support/parallel.py). Arguments after these win:
+# `scripts/test.sh -n 0` runs in one process.
+PENELOPE_STORE="$store" .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

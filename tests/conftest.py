@@ -24,7 +24,10 @@ def worker_env(**overrides: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def no_chromium_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    root = str(tmp_path_factory.getbasetemp())
+    # This process's own folder, with its slash: under xdist each process
+    # checks its own (popen-gw1 is not a prefix of popen-gw10's paths), and
+    # another engineer's run (pytest-7 beside pytest-70) is not this one's.
+    root = str(tmp_path_factory.getbasetemp()) + os.sep
     yield
     left = [line for line in chromium_processes() if root in line]
     assert not left, f"Chromium processes outlived the suite: {left}"

@@ -16,6 +16,9 @@ import pytest
 from harness.waker import WakerProcess
 from harness.worker import free_port
 
+# Peak resident memory of each process, under bodies sent at once: alone (pytest.ini, `serial`).
+pytestmark = pytest.mark.serial
+
 BODY_MB = 200
 CHUNK = b"x" * 65536
 

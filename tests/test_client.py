@@ -259,6 +259,7 @@ def test_a_lease_is_renewed_past_its_ttl_carried_by_its_calls_and_released(clien
     assert page_state(client)["leased"] is False
 
 
+@pytest.mark.serial  # a long-poll answered under 0.5 s after the end: a time bound (pytest.ini)
 def test_a_job_waits_by_long_poll_and_is_cancelled_and_forgotten(worker, client):
     job = client.start_job("main", "testing/sleep", {"seconds": 1.5, "tag": "waited"}, ttl=30)
     assert job.started["job_id"] == job.id and job.started["ttl"] == 30.0 and job.started["callback"] is None

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from activity.models import RequestLogEntry
 from core import store_lock
 from harness.receiver import Received, Receiver
@@ -221,6 +223,7 @@ def fill_with_expired_jobs(store: Path, count: int) -> None:
             )
 
 
+@pytest.mark.serial  # each start under 0.4 s: a time bound (pytest.ini)
 def test_job_starts_do_not_wait_on_a_sweep_of_ten_thousand_jobs(make_worker, django_db_blocker):
     worker = make_worker(env={"SWEEP_S": "3600"})
     worker_db = WorkerStore(worker.store, django_db_blocker)

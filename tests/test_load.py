@@ -3,7 +3,12 @@ minute is `scripts/load.sh`; docs/RELIABILITY.md has its figures."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.load import run_load, start_worker
+
+# 1000 jobs and 64 pollers load both cores, and the worker's memory is measured: alone (pytest.ini, `serial`).
+pytestmark = pytest.mark.serial
 
 
 async def test_max_jobs_held_and_64_pollers(tmp_path):

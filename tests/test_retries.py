@@ -73,6 +73,7 @@ def test_a_flaky_plugin_that_fails_twice_ends_done_with_three_attempts_and_one_d
     assert len([r for r in receiver.requests if r.path == "/200/flaky"]) == 1
 
 
+@pytest.mark.serial  # each back-off within 0.3 s of its slot: a time bound (pytest.ini)
 def test_the_back_off_doubles_within_its_jitter_and_a_poll_shows_the_wait(api, tmp_path):
     job_id = flaky(api, tmp_path, 2, retry="2", backoff="0.5")["job_id"]
     waiting = wait_until(

@@ -69,6 +69,7 @@ def open_page(api, page: str) -> None:
     assert api.post("/pages", json={"page_id": page}).status_code == 201
 
 
+@pytest.mark.serial  # fires under 0.1 s late: a time bound (pytest.ini)
 def test_a_schedule_fires_at_its_instants_and_its_jobs_name_it(api, worker):
     with connect(
         f"ws://127.0.0.1:{worker.port}/api/v1/events", additional_headers={"Authorization": f"Bearer {worker.key}"}

@@ -447,6 +447,7 @@ def test_a_generated_waker_key_is_kept_and_said_where_never_printed(tmp_path):
     assert key not in log
 
 
+@pytest.mark.serial  # the job under 1 s after its fire, through a worker's start: a time bound (pytest.ini)
 def test_a_sleeping_worker_is_woken_for_its_schedules_fire_and_the_job_starts_on_time(tmp_path):
     lead_s = 4.0
     waker = WakerProcess(
