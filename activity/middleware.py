@@ -1,4 +1,5 @@
-"""The API's gate: client activity, requests in flight and the request log.
+"""The API's accounting: client activity, requests in flight, the request log
+and the metrics of each request. It refuses nothing (the views do).
 
 Async-native and on the event loop: a request pays no thread hop here, and
 the log row is appended to an in-memory buffer. Only requests that carry
@@ -103,7 +104,7 @@ def logged_path(request: HttpRequest) -> str:
     return request.path
 
 
-class ApiGateMiddleware:
+class ApiAccountingMiddleware:
     async_capable = True
     sync_capable = False
 

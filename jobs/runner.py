@@ -63,8 +63,8 @@ from core.routes import ANY
 from core.tasks import spawn
 from core.tracker import tracker
 from jobs.models import Job
-from jobs.news import asked, publish
 from jobs.options import JobOptions
+from jobs.publishing import asked, publish
 from jobs.queueing import JobQueue, Place, Room, back_off, place_for, wait_turn
 from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued

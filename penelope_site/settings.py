@@ -258,7 +258,7 @@ INSTALLED_APPS = [
 # Every request runs only async-native middleware; the admin's own chain
 # (ADMIN_MIDDLEWARE) runs for /admin/ alone (core/middleware.py).
 MIDDLEWARE = [
-    "activity.middleware.ApiGateMiddleware",
+    "activity.middleware.ApiAccountingMiddleware",
     "core.middleware.AdminOnly",
 ]
 ADMIN_MIDDLEWARE = [

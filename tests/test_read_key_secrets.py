@@ -17,7 +17,7 @@ from django.http import JsonResponse
 from django.test import AsyncRequestFactory
 from websockets.sync.client import connect
 
-from activity.middleware import ApiGateMiddleware
+from activity.middleware import ApiAccountingMiddleware
 from core.redaction import HIDDEN, hide_paths, secret_path
 from core.tracker import tracker
 from harness.receiver import Receiver
@@ -201,7 +201,7 @@ async def test_only_the_full_keys_requests_are_client_activity(keys, key, counts
         in_flight_during.append(tracker.requests_in_flight)
         return JsonResponse({"success": True})
 
-    gate = ApiGateMiddleware(view)
+    gate = ApiAccountingMiddleware(view)
     saved = (tracker.last_activity_at, tracker.requests_in_flight)
     tracker.last_activity_at, tracker.requests_in_flight = 1.0, 0
     try:

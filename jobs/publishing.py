@@ -1,5 +1,5 @@
-"""What a job's clients hear besides its poll: its events on the bus, and
-the notification its plugin's question sends (jobs/notify.py)."""
+"""Publishes what a job's clients hear besides its poll: its events on the
+bus, and the notification its plugin's question sends (jobs/notify.py)."""
 
 from __future__ import annotations
 
