@@ -138,6 +138,8 @@ class Broker:
             else:
                 self.any_line.push(waiter)
                 self._open_for_any()
+                for leased in self.pages.values():  # a lease that ends frees its page for the line
+                    self._offer_when_lease_ends(leased)
             return waiter
         page = self._open_page(target)
         waiter.lease = page.check_lease(lease_id)
@@ -178,7 +180,7 @@ class Broker:
             raise TimeoutError
         self._done_waiting(waiter)
         page = waiter.future.result()  # PageNotOpen: its page was closed under it
-        return self._claim(page, waiter.lease_id, waiter.job_id)
+        return self._claim(page, waiter.lease_id, waiter.job_id, waiter)
 
     def expire(self, waiter: Waiter) -> None:
         """The waiter's time ran out, or its cancel was set: out of its line now."""
@@ -229,8 +231,8 @@ class Broker:
             lease = page.current_lease()
             if lease is None:
                 waiter = self.any_line.pop()
-            elif len(self.any_line) and not lease.active_calls:  # offered again when the lease ends
-                asyncio.get_running_loop().call_later(max(0.0, lease.expires_at - time.monotonic()), self.offer, page)
+            else:
+                self._offer_when_lease_ends(page)
         if waiter is not None:
             self._hand(page, waiter)
 
@@ -274,6 +276,14 @@ class Broker:
     def _free_for_any(self, page: ManagedPage) -> bool:
         return not (page.held or page.closed or len(page.line)) and page.current_lease() is None
 
+    def _offer_when_lease_ends(self, page: ManagedPage) -> None:
+        """An idle page held back from `any` only by a lease no call runs
+        under: offered again the moment the lease would expire."""
+        lease = page.lease
+        if lease is None or lease.active_calls or page.held or page.closed or not len(self.any_line):
+            return
+        asyncio.get_running_loop().call_later(max(0.0, lease.expires_at - time.monotonic()), self.offer, page)
+
     def _hand(self, page: ManagedPage, waiter: Waiter) -> None:
         page.held = True
         self.handed[page.name] = waiter
@@ -297,15 +307,17 @@ class Broker:
         page.held = True
         return self._claim(page, lease_id, job_id)
 
-    def _claim(self, page: ManagedPage, lease_id: str | None, job_id: str | None) -> Claim:
+    def _claim(self, page: ManagedPage, lease_id: str | None, job_id: str | None, waiter: Waiter | None = None) -> Claim:
         """The claim on a page held for the caller; the page goes on when it
-        was closed, or its lease changed, while the caller waited."""
-        if self.handed.get(page.name) is not None:
+        was closed, or its lease changed, while the caller waited. A caller
+        on `any` was handed an unleased page: a lease taken since applies
+        after its call, as one taken while a call runs does."""
+        if waiter is not None and self.handed.get(page.name) is waiter:
             del self.handed[page.name]
         try:
             if page.closed:
                 raise PageNotOpen(f"Page {page.name} was closed.", page.name)
-            lease = page.check_lease(lease_id)
+            lease = None if waiter is not None and waiter.target == ANY else page.check_lease(lease_id)
         except (PageNotOpen, LeaseRequired):
             page.held = False
             self.offer(page)
@@ -345,9 +357,11 @@ class Broker:
     async def _opened_for_any(self, page: ManagedPage) -> None:
         try:
             await self.registry.open_tab_of(page)
-        except Exception as error:  # the waiters wait on; their deadlines end them
+        except BaseException as error:  # the waiters wait on; their deadlines end them
             log.warning("page %s could not be opened for a waiter on any: %s", page.name, error)
             self.registry.drop(page)
+            if not isinstance(error, Exception):
+                raise
             return
         finally:
             self._opening_for_any -= 1
@@ -369,7 +383,8 @@ class Broker:
             if page.held:
                 continue
             assert not len(page.line), f"page {name} is idle while {len(page.line)} wait for it"
-            assert page.lease is not None or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
+            leased = page.lease is not None and (page.lease.active_calls or page.lease.expires_at > time.monotonic())
+            assert leased or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
         for waiter in self.any_line.waiters:
             assert waiter.waiting, "a waiter in the line of any that waits no more"
         for name, waiter in self.handed.items():

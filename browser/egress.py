@@ -55,6 +55,11 @@ CONNECT_TIMEOUT_S = 30.0  # for each address, and for the persona's proxy to ans
 RESOLVED_FOR_S = 30.0  # a name's addresses are looked up again after this long
 RESOLVED_KEPT = 1000
 REFUSALS_KEPT = 256  # the latest refusals, by target, for the calls to say why
+# A plain-http exchange in which nothing moves for this long is dropped: the
+# egress does not read the browser's side while it waits for the site, so a
+# browser that gave up is only noticed this way.
+IDLE_S = 300.0
+RESOLVE_TIMEOUT_S = 10.0  # a name's lookup, on the loop's resolver threads
 
 
 class Refused(Exception):
@@ -69,8 +74,10 @@ class Egress:
         allowance: Allowance,
         upstream: Upstream | None = None,
         on_refused: Callable[[str, str, str], object] | None = None,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.allowance = allowance
+        self.idle_s = idle_s
         self.upstream = upstream
         # (method, target, sentence), called on the egress's thread.
         self.on_refused = on_refused
@@ -148,8 +155,8 @@ class Egress:
                 await self._tunnel(head, reader, writer)
             else:
                 await self._forward(head, reader, writer)
-        except (ConnectionError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
+        except (ConnectionError, OSError, ValueError, IndexError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # a browser gone, a site that stalled (TimeoutError), a head that is no HTTP
         finally:
             writer.close()
 
@@ -202,7 +209,7 @@ class Egress:
                 up_reader, up_writer = upstream
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 up_writer.write(encode(f"{head.method} {path} HTTP/1.1", head.end_to_end()))
-                await copy_body(reader, up_writer, head.body_framing())
+                await copy_body(reader, up_writer, head.body_framing(), self.idle_s)
                 if not await self._respond(head.method, up_reader, writer) or head.wants_close():
                     return
                 head = Head.parse(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S))
@@ -216,14 +223,14 @@ class Egress:
         """The answer passed on as it comes, without the headers of one hop;
         whether the connections may carry another request."""
         while True:
-            answered = Head.parse(await up_reader.readuntil(b"\r\n\r\n"))
+            answered = Head.parse(await asyncio.wait_for(up_reader.readuntil(b"\r\n\r\n"), self.idle_s))
             if not (100 <= answered.status < 200 and answered.status != 101):
                 break
             writer.write(encode(answered.first_line, answered.headers))  # 100 Continue, 103 Early Hints
         framing = answered.body_framing(method)
         closing = answered.wants_close() or framing == UNTIL_CLOSE
         writer.write(encode(answered.first_line, answered.end_to_end() + ([("Connection", "close")] if closing else [])))
-        await copy_body(up_reader, writer, framing)
+        await copy_body(up_reader, writer, framing, self.idle_s)
         return not closing
 
     # --- the check, and the connection to what was checked ---------------------------------
@@ -270,9 +277,10 @@ class Egress:
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            resolving = asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = await asyncio.wait_for(resolving, RESOLVE_TIMEOUT_S)
             found = list(dict.fromkeys(info[4][0] for info in infos))  # the resolver's order, once each
-        except (OSError, UnicodeError):
+        except (OSError, UnicodeError):  # TimeoutError is an OSError: a name that does not answer does not resolve
             found = []
         if len(self._resolved) >= RESOLVED_KEPT:
             self._resolved.clear()

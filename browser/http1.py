@@ -83,11 +83,14 @@ def encode(first_line: str, headers: list[tuple[str, str]]) -> bytes:
     return (first_line + "\r\n" + "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n").encode("latin-1")
 
 
-async def copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None) -> None:
-    """Bytes from `reader` to `writer` until its end (or `limit` bytes)."""
+async def copy(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None, idle_s: float | None = None,
+) -> None:
+    """Bytes from `reader` to `writer` until its end (or `limit` bytes);
+    TimeoutError when nothing comes for `idle_s`."""
     left = limit
     while left is None or left > 0:
-        data = await reader.read(COPY_CHUNK if left is None else min(COPY_CHUNK, left))
+        data = await asyncio.wait_for(reader.read(COPY_CHUNK if left is None else min(COPY_CHUNK, left)), idle_s)
         if not data:
             if left is not None:
                 raise asyncio.IncompleteReadError(b"", left)
@@ -98,23 +101,26 @@ async def copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit
             left -= len(data)
 
 
-async def copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, framing: int) -> None:
-    """A message's body, by its framing (Head.body_framing)."""
+async def copy_body(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, framing: int, idle_s: float | None = None,
+) -> None:
+    """A message's body, by its framing (Head.body_framing); TimeoutError
+    when nothing comes for `idle_s`."""
     if framing == UNTIL_CLOSE:
-        await copy(reader, writer)
+        await copy(reader, writer, idle_s=idle_s)
     elif framing == CHUNKED:
         while True:
-            size_line = await reader.readuntil(b"\r\n")
+            size_line = await asyncio.wait_for(reader.readuntil(b"\r\n"), idle_s)
             writer.write(size_line)
             size = int(size_line.split(b";", 1)[0].strip(), 16)
             if size == 0:  # the trailers, up to the blank line
-                while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+                while (line := await asyncio.wait_for(reader.readuntil(b"\r\n"), idle_s)) != b"\r\n":
                     writer.write(line)
                 writer.write(line)
                 break
-            await copy(reader, writer, size + 2)  # the chunk and its CRLF
+            await copy(reader, writer, size + 2, idle_s)  # the chunk and its CRLF
     elif framing > 0:
-        await copy(reader, writer, framing)
+        await copy(reader, writer, framing, idle_s)
     await writer.drain()
 
 

@@ -139,9 +139,12 @@ class PageRegistry:
         page.set_tab(await self.open_tab(page.name, settings.PAGE_WAIT_S))
 
     def drop(self, page: ManagedPage) -> None:
-        """A reserved page whose tab did not open is forgotten."""
+        """A reserved page whose tab did not open is forgotten; whoever
+        already waits for it by name is answered PageNotOpen."""
         if self.pages.get(page.name) is page:
             del self.pages[page.name]
+        page.closed = True
+        self.broker.closed(page)
 
     async def close(self, page_id: str, lease_id: str | None) -> None:
         page = self.get(page_id)

@@ -195,12 +195,17 @@ class JobRunner:
         task of its own. A job waiting out a retry's back-off (after a
         restart) takes its place once the back-off is over."""
         run = self.running[job.id] = JobRun(job=job, claim=None, page=page, lease_id=lease_id)
-        place = None if job.retry_at is not None else place_for(run)
+        try:
+            place: Place | DomainError | None = None if job.retry_at is not None else place_for(run)
+        except DomainError as refused:  # its page closed, or its lease went, while its row was stored
+            place = refused  # it ends at once, stored with the refusal, as a poll then shows
         run.task = spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
         publish(Event.JOB_QUEUED, job)
         return run
 
-    async def _lifecycle(self, run: JobRun, action: Action, params: dict[str, Any], place: Place | None) -> None:
+    async def _lifecycle(
+        self, run: JobRun, action: Action, params: dict[str, Any], place: Place | DomainError | None
+    ) -> None:
         """A job on this worker, from its start to its stored end: its wait in
         line when it has no page yet, its run, and again for each retry
         (X-Retry); or its end without running (its wait ran out, a cancel,
@@ -211,7 +216,9 @@ class JobRunner:
             del self.running[run.job.id]
         self._ended(stored)
 
-    async def _attempts(self, run: JobRun, action: Action, params: dict[str, Any], place: Place | None) -> Job | None:
+    async def _attempts(
+        self, run: JobRun, action: Action, params: dict[str, Any], place: Place | DomainError | None
+    ) -> Job | None:
         while True:
             if run.claim is None:
                 place = place or await back_off(run)
@@ -219,9 +226,13 @@ class JobRunner:
                 if isinstance(claim, DomainError):
                     return await run.end_unrun(claim)
                 run.claim = claim
-                began = await on_db_thread(begin_job)(
-                    job=run.job, now=time.time(), page_id=claim.page.name, family_version=action.version
-                )
+                try:
+                    began = await on_db_thread(begin_job)(
+                        job=run.job, now=time.time(), page_id=claim.page.name, family_version=action.version
+                    )
+                except BaseException:  # the store refused, or the worker stops: the page goes on
+                    registry.broker.release(claim)
+                    raise
                 if not began:
                     registry.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None

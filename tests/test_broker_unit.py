@@ -77,3 +77,36 @@ async def test_a_page_closed_under_its_waiters_answers_them():
             await waiter
     broker.release(holder)  # the holder lets the closed page go: nobody gets it
     broker.check()
+
+
+async def test_a_waiter_on_any_gets_a_page_whose_lease_ends_after_it_joined():
+    pages = Pages("main")
+    broker = pages.broker
+    pages.pages["main"].take_lease(0.05, None)  # idle, leased, nobody offers it again by hand
+    with override_settings(MAX_PAGES=1):
+        claim = await asyncio.wait_for(broker.wait(broker.join(ANY)), 5)
+    assert claim.page.name == "main" and claim.lease is None
+    broker.release(claim)
+
+
+async def test_waiters_for_a_page_whose_tab_did_not_open_are_answered():
+    pages = Pages("main")
+    broker = pages.broker
+    opening = pages.reserve("p1")  # held by its opening
+    waiter = asyncio.create_task(broker.acquire("p1", wait_s=5))
+    await asyncio.sleep(0)
+    pages.drop(opening)  # its tab did not open
+    with pytest.raises(PageNotOpen):
+        await asyncio.wait_for(waiter, 1)
+    broker.check()
+
+
+async def test_a_page_handed_to_any_is_claimed_though_a_lease_was_taken_before_the_claim():
+    pages = Pages("main")
+    broker = pages.broker
+    waiter = broker.join(ANY)  # handed main at once
+    lease = pages.pages["main"].take_lease(60, None)  # before the waiter resumes
+    claim = await broker.wait(waiter)
+    assert claim.page.name == "main" and claim.lease is None
+    broker.release(claim)
+    assert pages.pages["main"].current_lease() is lease

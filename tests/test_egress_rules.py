@@ -5,6 +5,7 @@ by a real HTTP client through the real proxy on loopback."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import threading
 
@@ -174,3 +175,28 @@ def test_plain_http_keeps_its_connection_per_host_and_checks_every_request():
         egress.close()
         first.close()
         second.close()
+
+
+def test_a_site_that_never_answers_is_dropped_after_the_idle_time():
+    """The egress does not read the browser's side while it waits for a
+    site: a site that stalls is let go after `idle_s`, its socket closed."""
+    closed = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def stall():
+        connection, _ = listener.accept()
+        while connection.recv(65536):  # reads the request, answers nothing, until the egress hangs up
+            pass
+        closed.set()
+
+    threading.Thread(target=stall, daemon=True).start()
+    port = listener.getsockname()[1]
+    egress = Egress(Allowance.parse(f"127.0.0.1:{port}"), idle_s=0.3)
+    egress.start()
+    try:
+        with httpx.Client(proxy=egress.server, timeout=10) as client, pytest.raises(httpx.RemoteProtocolError):
+            client.get(f"http://127.0.0.1:{port}/never")
+        assert closed.wait(5)
+    finally:
+        egress.close()
+        listener.close()

@@ -28,6 +28,8 @@ class Pages:
     def drop(self, page: ManagedPage) -> None:
         if self.pages.get(page.name) is page:
             del self.pages[page.name]
+        page.closed = True
+        self.broker.closed(page)
 
     def close(self, name: str) -> None:
         """Close a page, whoever holds it or waits for it (the broker answers its waiters)."""
