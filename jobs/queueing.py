@@ -48,6 +48,10 @@ class Place:
         return self.waiter.target
 
 
+# Where a job without a page stands: its place in line, why it cannot have one, or None (a back-off first).
+Waiting = Place | DomainError | None
+
+
 def place_for(run: JobRun) -> Place:
     """The queued job's place in its page's line, or in the line of `any`,
     taken now through the broker; a lease it waits under stays alive."""

@@ -65,7 +65,7 @@ from core.tracker import tracker
 from jobs.models import Job
 from jobs.options import JobOptions
 from jobs.publishing import asked, publish
-from jobs.queueing import JobQueue, Place, Room, back_off, place_for, wait_turn
+from jobs.queueing import JobQueue, Place, Room, Waiting, back_off, place_for, wait_turn
 from jobs.run import JobRun, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
@@ -196,16 +196,14 @@ class JobRunner:
         restart) takes its place once the back-off is over."""
         run = self.running[job.id] = JobRun(job=job, claim=None, page=page, lease_id=lease_id)
         try:
-            place: Place | DomainError | None = None if job.retry_at is not None else place_for(run)
+            place: Waiting = None if job.retry_at is not None else place_for(run)
         except DomainError as refused:  # its page closed, or its lease went, while its row was stored
             place = refused  # it ends at once, stored with the refusal, as a poll then shows
         run.task = spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
         publish(Event.JOB_QUEUED, job)
         return run
 
-    async def _lifecycle(
-        self, run: JobRun, action: Action, params: dict[str, Any], place: Place | DomainError | None
-    ) -> None:
+    async def _lifecycle(self, run: JobRun, action: Action, params: dict[str, Any], place: Waiting) -> None:
         """A job on this worker, from its start to its stored end: its wait in
         line when it has no page yet, its run, and again for each retry
         (X-Retry); or its end without running (its wait ran out, a cancel,
@@ -216,9 +214,7 @@ class JobRunner:
             del self.running[run.job.id]
         self._ended(stored)
 
-    async def _attempts(
-        self, run: JobRun, action: Action, params: dict[str, Any], place: Place | DomainError | None
-    ) -> Job | None:
+    async def _attempts(self, run: JobRun, action: Action, params: dict[str, Any], place: Waiting) -> Job | None:
         while True:
             if run.claim is None:
                 place = place or await back_off(run)

@@ -190,16 +190,19 @@ async def test_a_live_view_through_the_waker_shows_the_page_and_keeps_its_person
     frames; the open viewer counts as a request in flight through the waker,
     and the persona stays up past its idle timeout until the viewer goes."""
     executable = await asyncio.to_thread(real_chromium)
-    with waker.through("nap") as via:
-        made = via.post("/main/live", json={})
-    assert made.status_code == 201, made.text
-    pid = waker.persona("nap")["pid"]
     async with async_playwright() as playwright:
         person = await playwright.chromium.launch(
             executable_path=executable, args=["--no-sandbox"] if os.geteuid() == 0 else []
         )
         try:
             tab = await person.new_page()
+            # The link lives in the worker's memory, and `nap` sleeps 1.5 s after its last request: the
+            # person's browser is up before the link is made, so the page opens it at once (a slow launch
+            # on a loaded machine let the persona sleep, and its link with it, in between).
+            with waker.through("nap") as via:
+                made = via.post("/main/live", json={})
+            assert made.status_code == 201, made.text
+            pid = waker.persona("nap")["pid"]
             await tab.goto(f"{waker.base_url}/w/nap{made.json()['url']}")
             await tab.wait_for_function("() => Number(document.body.dataset.frames) > 0")
             opened = time.time()
