@@ -106,7 +106,12 @@ class Bus:
         detail: dict[str, Any] | None = None,
         **fields: Any,
     ) -> None:
-        """Publish one event (the module's `publish` says what each argument is)."""
+        """Publish one event to every listener and socket. `job` renders the job
+        as a poll shows it; it is called only when a socket will send it.
+        `detail` (the browser's and a crash's events) is sent to sockets as it
+        is. Outside a running event loop (a management command) there is nobody
+        to tell, and an event that no socket and no listener hears is only
+        counted."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -138,19 +143,6 @@ class Bus:
 bus = Bus()
 
 
-def publish(
-    event: Event,
-    *,
-    page_id: str | None,
-    job_id: str | None = None,
-    job: Callable[[], dict[str, Any]] | None = None,
-    detail: dict[str, Any] | None = None,
-    **fields: Any,
-) -> None:
-    """Publish one event to every listener and socket. `job` renders the job
-    as a poll shows it; it is called only when a socket will send it.
-    `detail` (the browser's and a crash's events) is sent to sockets as it
-    is. Outside a running event loop (a management command) there is nobody
-    to tell, and an event that no socket and no listener hears is only
-    counted."""
-    bus.publish(event, page_id=page_id, job_id=job_id, job=job, detail=detail, **fields)
+
+# Every publisher calls this: the bus's own `publish`.
+publish = bus.publish

@@ -19,6 +19,7 @@ import pytest
 import websockets.sync.server
 
 from harness.worker import wait_until
+from tests.support.relay import pipe
 
 
 class Listener:
@@ -259,12 +260,6 @@ class ChainedProxy:
         host, port = target.rsplit(":", 1)
         up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
         writer.write(b"HTTP/1.1 200 OK\r\n\r\n")
-
-        async def pipe(source, sink):
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-            sink.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
 

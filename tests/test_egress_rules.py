@@ -15,6 +15,7 @@ import pytest
 from browser.allowance import Allowance
 from browser.egress import Egress
 from browser.upstream import Upstream
+from tests.support.relay import pipe
 
 
 def test_browser_allow_reads_hosts_ports_and_networks():
@@ -84,12 +85,6 @@ class Socks5:
         self.asked.append((address, port))
         up_reader, up_writer = await asyncio.open_connection(address, port)
         writer.write(b"\x05\x00\x00\x01" + bytes(4) + b"\x00\x00")
-
-        async def pipe(source, sink):
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-            sink.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
 
