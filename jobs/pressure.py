@@ -22,6 +22,7 @@ from core.shapes import Success
 from jobs.models import Job
 from jobs.runner import JobRunner
 from jobs.selectors import count_held
+from jobs.starting import runner_of
 
 
 class PageCounts(serializers.Serializer):
@@ -69,7 +70,6 @@ def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
 
 
 class PressureView(ApiView):
-    runner: JobRunner | None = None  # set by the URL configuration
 
     @extend_schema(
         **operation(
@@ -86,4 +86,4 @@ class PressureView(ApiView):
     )
     async def get(self, request: Any) -> HttpResponse:
         held = await on_db_thread(count_held)(time.time())
-        return answer(PressureShape, pressure(self.runner, held))
+        return answer(PressureShape, pressure(runner_of(request), held))

@@ -1,7 +1,8 @@
 """Starting a job over HTTP: the job headers as the OpenAPI document
 describes them, and `JobStart`, what the plugin route is given
-(penelope_site/urls.py) to run a call as a job and answer its 202. A re-run
-(jobs/views.py) answers the same 202."""
+(penelope_site/urls.py) to run a call as a job on the runner of the worker
+that serves the request, and answer its 202. A re-run (jobs/views.py)
+answers the same 202."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResp
 from browser.pages import ManagedPage
 from core.errors import BadJobHeader
 from core.rest import answer
+from core.runtime import runtime_of
 from jobs.callback_guard import submit_refusal
 from jobs.models import Job
 from jobs.options import (
@@ -219,13 +221,15 @@ def job_description() -> dict:
     }
 
 
+def runner_of(request: Any) -> JobRunner:
+    """The job runner of the worker that serves `request` (core/runtime.py)."""
+    return runtime_of(request).jobs
+
+
 class JobStart:
     """What the plugin route is given to run a call as a job: it reads the
-    job headers, starts the job on the job runner and answers 202 (see
-    `plugins.views.JobStarter`)."""
-
-    def __init__(self, runner: JobRunner) -> None:
-        self.runner = runner
+    job headers, starts the job on the job runner of the request's worker
+    and answers 202 (see `plugins.views.JobStarter`). It holds no state."""
 
     @functools.cached_property
     def jobs_url(self) -> str:
@@ -243,16 +247,16 @@ class JobStart:
         return options
 
     async def start(
-        self, *, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
-        options: JobOptions,
+        self, request: HttpRequest, *, page: ManagedPage | None, action: Action, params: dict[str, Any],
+        lease_id: str | None, options: JobOptions,
     ) -> HttpResponse:
-        job = await self.runner.submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
-        return self.accepted(job)
+        job = await runner_of(request).submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
+        return self.accepted(request, job)
 
-    def accepted(self, job: Job) -> HttpResponse:
+    def accepted(self, request: HttpRequest, job: Job) -> HttpResponse:
         """The 202 of a job just started: where to poll it; with
         X-Queue-Timeout, whether it waits; for a re-run, the job it re-runs."""
-        job = self.runner.shown(job)
+        job = runner_of(request).shown(job)
         body = {
             "success": True,
             "page_id": job.page_id,

@@ -21,11 +21,10 @@ from core.schema import operation, x_lease
 from core.shapes import JOB_ID_PATTERN, WholeNumber
 from jobs.models import Job
 from jobs.options import plain_seconds
-from jobs.runner import JobRunner
 from jobs.selectors import LIST_LIMIT, MAX_LIST_LIMIT
 from jobs.services import NO_SUCH_JOB
 from jobs.shapes import JobAccepted, JobAt, JobList, JobPoll
-from jobs.starting import JobStart, ttl_pattern
+from jobs.starting import JobStart, runner_of, ttl_pattern
 from jobs.waiting import MAX_WAIT_S
 
 JOB_ID = re.compile(r"[0-9a-f]{16}")
@@ -58,7 +57,6 @@ def check_job_id(job_id: str) -> None:
 
 
 class JobDetail(ApiView):
-    runner: JobRunner | None = None  # set by the URL configuration
 
     @extend_schema(
         **operation(
@@ -80,7 +78,7 @@ class JobDetail(ApiView):
     async def get(self, request: Any, job_id: str) -> HttpResponse:
         wait_s = wait_seconds(request)
         check_job_id(job_id)
-        job = await (self.runner.poll(job_id) if wait_s is None else self.runner.wait(job_id, wait_s, request.user.role))
+        job = await (runner_of(request).poll(job_id) if wait_s is None else runner_of(request).wait(job_id, wait_s, request.user.role))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time(), acts=request.user.role != READ))
@@ -101,12 +99,11 @@ class JobDetail(ApiView):
     )
     async def delete(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        await self.runner.forget(job_id)
+        await runner_of(request).forget(job_id)
         return HttpResponse(status=204)
 
 
 class JobCancel(ApiView):
-    runner: JobRunner | None = None  # set by the URL configuration
 
     @extend_schema(
         **operation(
@@ -130,12 +127,12 @@ class JobCancel(ApiView):
     )
     async def post(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        job = await self.runner.cancel(job_id)
+        job = await runner_of(request).cancel(job_id)
         return answer(JobPoll, JobAt(job, time.time()))
 
 
 class JobRerun(ApiView):
-    starter: JobStart | None = None  # set by the URL configuration
+    starter = JobStart()
 
     @extend_schema(
         **operation(
@@ -163,8 +160,8 @@ class JobRerun(ApiView):
     )
     async def post(self, request: Any, job_id: str) -> HttpResponse:
         check_job_id(job_id)
-        job = await self.starter.runner.rerun(job_id, lease_id=request.headers.get("X-Lease"))
-        return self.starter.accepted(job)
+        job = await runner_of(request).rerun(job_id, lease_id=request.headers.get("X-Lease"))
+        return self.starter.accepted(request, job)
 
 
 class JobListQuery(serializers.Serializer):
@@ -194,7 +191,6 @@ def encode_cursor(after: tuple[float, str] | None) -> str | None:
 
 
 class JobListView(ApiView):
-    runner: JobRunner | None = None  # set by the URL configuration
 
     @extend_schema(
         **operation(
@@ -216,7 +212,7 @@ class JobListView(ApiView):
         after = query.pop("cursor", None)
         if "schedule" in query:
             query["schedule_id"] = query.pop("schedule")
-        jobs, next_after = await self.runner.jobs(**query, after=after)
+        jobs, next_after = await runner_of(request).jobs(**query, after=after)
         now = time.time()
         body = {"success": True, "page_id": None, "jobs": [JobAt(job, now, acts=request.user.role != READ) for job in jobs], "next": encode_cursor(next_after)}
         return answer(JobList, body)

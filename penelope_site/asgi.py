@@ -1,5 +1,7 @@
 """The ASGI application daphne serves: HTTP through Django (the API, the
-admin, the demo site), WebSockets through channels (the event stream, the live view of a page)."""
+admin, the demo site), WebSockets through channels (the event stream, the
+live view of a page). `serve` builds it around its runtime, which every
+request and socket finds in its scope (core/runtime.py)."""
 
 import os
 
@@ -15,12 +17,12 @@ from core.seams import ThreadlessApiHandler, keep_request_started_off_api  # noq
 # An API request gets no thread of its own and no hop to one before its view
 # (core/seams/ says what each replaces of Django, and what it saves).
 keep_request_started_off_api()
-http_application = ThreadlessApiHandler()
 
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from core.runtime import with_runtime  # noqa: E402
 from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402
 
@@ -32,16 +34,19 @@ class NoSocket(AsyncWebsocketConsumer):
         await self.close()
 
 
-application = ProtocolTypeRouter(
-    {
-        # The admin's CSS and scripts come from the apps themselves; no collectstatic.
-        "http": ASGIStaticFilesHandler(http_application),
-        "websocket": URLRouter(
-            [
-                path("api/v1/events", EventStream.as_asgi()),
-                path("live/<str:token>/ws", LiveSocket.as_asgi()),
-                re_path(r"", NoSocket.as_asgi()),
-            ]
-        ),
-    }
-)
+def build_application(runtime: object) -> object:
+    """The worker's application, serving `runtime`."""
+    routes = ProtocolTypeRouter(
+        {
+            # The admin's CSS and scripts come from the apps themselves; no collectstatic.
+            "http": ASGIStaticFilesHandler(ThreadlessApiHandler()),
+            "websocket": URLRouter(
+                [
+                    path("api/v1/events", EventStream.as_asgi()),
+                    path("live/<str:token>/ws", LiveSocket.as_asgi()),
+                    re_path(r"", NoSocket.as_asgi()),
+                ]
+            ),
+        }
+    )
+    return with_runtime(routes, runtime)

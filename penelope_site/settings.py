@@ -274,7 +274,7 @@ ADMIN_MIDDLEWARE = [
 SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
 ROOT_URLCONF = "penelope_site.urls"
-ASGI_APPLICATION = "penelope_site.asgi.application"
+# No ASGI_APPLICATION: `serve` builds the application around its runtime (penelope_site/asgi.py).
 APPEND_SLASH = False
 
 TEMPLATES = [

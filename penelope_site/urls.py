@@ -1,6 +1,9 @@
 """Routes, and the wiring between the apps: the plugin route is given the
 jobs' starter, the activity route the jobs' counts and the metrics route the
-jobs held, so neither app imports the jobs app. Everything under /api/v1 answers with the envelope, errors included."""
+jobs held, so neither app imports the jobs app. What they are given holds no
+state: the worker's state is its runtime's (worker/runtime.py), which each
+request carries (core/runtime.py). Everything under /api/v1 answers with the
+envelope, errors included."""
 
 from __future__ import annotations
 
@@ -17,49 +20,36 @@ from core.rest import NoRoute, error_response
 from core.schema import SchemaView
 from jobs import selectors as job_selectors
 from jobs.pressure import PressureView
-from jobs.runner import JobRunner
 from jobs.starting import JobStart
 from jobs.views import JobCancel, JobDetail, JobListView, JobRerun
 from live.views import PageLive, live_page
 from media_store.views import Download
 from plugins.views import PluginCall, PrimitiveCall
-from schedules.firing import ScheduleFirer
 from schedules.views import ScheduleCollection, ScheduleDetail, ScheduleTrigger
 
 api = "api/v1/"
-
-# The worker's one job runner: what the job routes and the plugin route share,
-# and what the runtime stops (worker/setup.py).
-job_runner = JobRunner()
-job_start = JobStart(job_runner)
-# The schedules' loop, which starts jobs on the same runner; the runtime runs
-# it (worker/setup.py) and the trigger route fires through it.
-schedule_firer = ScheduleFirer(job_runner)
 
 urlpatterns = [
     path(api + "health", HealthView.as_view(), name="health"),
     path(api + "activity", ActivityView.as_view(job_counts=on_db_thread(job_selectors.counts)), name="activity"),
     path(api + "workload", WorkloadView.as_view(), name="workload"),
     path(api + "metrics", MetricsView.as_view(jobs_held=job_selectors.held_by_state, job_counts=on_db_thread(job_selectors.counts)), name="metrics"),
-    path(api + "pressure", PressureView.as_view(runner=job_runner), name="pressure"),
+    path(api + "pressure", PressureView.as_view(), name="pressure"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),
     path(api + "media/<str:token>", Download.as_view(), name="media"),
-    path(api + "jobs", JobListView.as_view(runner=job_runner), name="jobs"),
-    path(api + "jobs/<str:job_id>", JobDetail.as_view(runner=job_runner), name="job"),
-    path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(runner=job_runner), name="job_cancel"),
-    path(api + "jobs/<str:job_id>/rerun", JobRerun.as_view(starter=job_start), name="job_rerun"),
+    path(api + "jobs", JobListView.as_view(), name="jobs"),
+    path(api + "jobs/<str:job_id>", JobDetail.as_view(), name="job"),
+    path(api + "jobs/<str:job_id>/cancel", JobCancel.as_view(), name="job_cancel"),
+    path(api + "jobs/<str:job_id>/rerun", JobRerun.as_view(), name="job_rerun"),
     path(api + "schedules", ScheduleCollection.as_view(), name="schedules"),
     path(api + "schedules/<str:schedule_id>", ScheduleDetail.as_view(), name="schedule"),
-    path(
-        api + "schedules/<str:schedule_id>/trigger", ScheduleTrigger.as_view(firer=schedule_firer, jobs=job_start),
-        name="schedule_trigger",
-    ),
+    path(api + "schedules/<str:schedule_id>/trigger", ScheduleTrigger.as_view(), name="schedule_trigger"),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
     path(api + "<str:page_id>/live", PageLive.as_view(), name="live"),
-    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=job_start), name="plugin"),
+    path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart()), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),
     path("admin/", admin.site.urls),

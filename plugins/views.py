@@ -34,7 +34,8 @@ class JobStarter(Protocol):
         """The job options the request's headers ask for (None: a plain call); 400 if bad."""
 
     async def start(
-        self, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, options: Any
+        self, request: HttpRequest, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: Any,
     ) -> HttpResponse:
         """Claim the page for a job, start it and answer 202."""
 
@@ -253,7 +254,7 @@ class PluginCall(ApiView):
         if found is None:
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
         if job_options is not None:
-            return await self.jobs.start(page=page, action=found, params=params, lease_id=lease_id, options=job_options)
+            return await self.jobs.start(request, page=page, action=found, params=params, lease_id=lease_id, options=job_options)
         outcome = await (
             run_anywhere(found, params, debug_mode) if anywhere else run_plain(page, found, params, lease_id, debug_mode)
         )

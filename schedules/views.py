@@ -18,12 +18,12 @@ from core.db_thread import on_db_thread
 from core.errors import NoSuchSchedule
 from core.redaction import url_for_log
 from core.rest import ApiView, answer, describe_errors
+from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, operation
 from core.shapes import JOB_ID_PATTERN
 from jobs.shapes import JobAccepted
 from jobs.starting import JobStart
 from schedules import rules
-from schedules.firing import ScheduleFirer
 from schedules.selectors import find_schedule, list_schedules
 from schedules.services import NO_SUCH_SCHEDULE, create_schedule, delete_schedule, update_schedule
 from schedules.shapes import ScheduleInput, ScheduleList, ScheduleShape
@@ -166,8 +166,7 @@ class ScheduleDetail(ApiView):
 
 
 class ScheduleTrigger(ApiView):
-    firer: ScheduleFirer | None = None  # set by the URL configuration
-    jobs: JobStart | None = None
+    jobs = JobStart()
 
     @extend_schema(
         **operation(
@@ -194,5 +193,5 @@ class ScheduleTrigger(ApiView):
     )
     async def post(self, request: Any, schedule_id: str) -> HttpResponse:
         schedule = await existing(schedule_id)
-        job, _ = await self.firer.trigger(schedule)
-        return self.jobs.accepted(job)
+        job, _ = await runtime_of(request).schedules.trigger(schedule)
+        return self.jobs.accepted(request, job)

@@ -1,6 +1,11 @@
-"""What runs beside the API on the worker's one event loop: start-up
-(recovery before the port opens, the browser, page main), the background
-loops, and a clean stop."""
+"""The worker's runtime: the one owner of what the worker holds in memory
+while it runs (its pages, its job runner, its schedules' loop…), and what
+runs beside the API on its one event loop: start-up (recovery before the
+port opens, the browser, page main), the background loops, a clean stop.
+
+`serve` builds one (worker/setup.py adds the loops) and hands it to the ASGI
+application, which puts it in every request's scope (core/runtime.py);
+in-process tests build their own. Nothing of it lives at module level."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from core import events
 from core.events import Event, OnEvent
 from core.loops import Loop
 from core.tasks import spawn
+from jobs.runner import JobRunner
+from schedules.firing import ScheduleFirer
 
 log = logging.getLogger("penelope.worker")
 
@@ -23,6 +30,10 @@ __all__ = ["Loop", "Runtime"]
 class Runtime:
     def __init__(self) -> None:
         self.browser = Browser()
+        # The jobs this worker runs, queues and keeps (jobs/runner.py).
+        self.jobs = JobRunner()
+        # The schedules' loop, which starts jobs on the same runner.
+        self.schedules = ScheduleFirer(self.jobs)
         self.loops: list[Loop] = []
         self.startup_steps: list[Callable[[], Awaitable[object]]] = []
         # Long-running coroutines (e.g. the webhook deliverer), started after the browser.

@@ -17,7 +17,6 @@ from jobs.delivery import Deliverer
 from jobs.services import arecover, asweep
 from media_store import store as media_store
 from media_store.store import drop_orphans
-from penelope_site.urls import job_runner, schedule_firer
 from plugins.framework import families
 from worker.runtime import Loop, Runtime
 
@@ -66,11 +65,11 @@ def build_runtime() -> Runtime:
     # The deliverer wakes when the bus says a webhook job ended.
     runtime.listeners.append((deliverer.HEARS, deliverer.on_event))
     # Jobs a restart left queued wait for their pages again, once the browser is up.
-    runtime.services.append(job_runner.resume_queued)
+    runtime.services.append(runtime.jobs.resume_queued)
     # Schedules: the fires missed while stopped first, then each at its instant.
-    runtime.services.append(schedule_firer.run)
+    runtime.services.append(runtime.schedules.run)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
-    runtime.shutdown_steps.append(job_runner.stop)
+    runtime.shutdown_steps.append(runtime.jobs.stop)
     # The request log, media orphans, the memory purge.
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))

@@ -94,10 +94,11 @@ class Command(BaseCommand):
         loop = event_loop()  # first: it installs the reactor daphne and Playwright share
 
         # After the reactor is installed: the application and the runtime import Twisted.
-        from penelope_site.asgi import application
+        from penelope_site.asgi import build_application
         from worker.setup import build_runtime
 
         runtime = build_runtime()
+        application = build_application(runtime)
         runtime.stop_serving = stop_serving
         try:
             loop.run_until_complete(runtime.start())
