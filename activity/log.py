@@ -1,11 +1,11 @@
 """The request log's service: record rows in memory, flush them in bulk, sweep
 old ones, and summarise them as the workload.
 
-`record()` only appends to an in-memory buffer, so a request pays no database
-write; the worker's `request-log` loop calls `aflush()` every
-REQUEST_LOG_FLUSH_S (and once more on stop). The jobs app logs a job with
-`record_job()`; the browser's relaunches and a page's crash come from the
-event bus (`record_browser_event`).
+`RequestLog.record()` only appends to the runtime's in-memory buffer, so a
+request pays no database write; the worker's `request-log` loop calls
+`aflush()` every REQUEST_LOG_FLUSH_S (and once more on stop). The jobs app
+logs a job with `record_job()`; the browser's relaunches and a page's crash
+come from the event bus (`record_browser_event`).
 """
 
 from __future__ import annotations
@@ -29,142 +29,157 @@ from core.routes import PLUGIN
 
 log = logging.getLogger("penelope.activity")
 
-# Rows waiting for the next flush. A deque: appends and pops are atomic, so
-# `record` may be called from any thread. Bounded, so a database that refuses
-# writes for a long time costs the oldest rows, not the worker's memory.
-BUFFER_MAX_ROWS = settings.REQUEST_LOG_BUFFER_ROWS
-_pending: deque[dict[str, Any]] = deque(maxlen=BUFFER_MAX_ROWS)
-# `record` (the event loop) and `put_back` (the database thread) both fill the
-# buffer; the lock makes "is it full, then add" one step, so every row pushed
-# out is counted.
-_filling = threading.Lock()
-FLUSH_BATCH = 500
-# Rows pushed out of a full buffer since the last flush.
-_dropped = 0
-
-
 def plugin_route(family: str, action: str) -> str:
     """The route a plugin call is logged under, plain call or job alike."""
     return f"{PLUGIN}/{family[:64]}/{action[:64]}"
 
 
-def record(
-    *,
-    kind: str = KIND_HTTP,
-    method: str,
-    route: str,
-    path: str,
-    page_id: str | None,
-    status: int | None,
-    started_at: float,
-    duration_ms: float,
-    job_id: str | None = None,
-) -> None:
-    """Queue one row for the next flush. Cheap: no I/O."""
-    if not settings.REQUEST_LOG:
-        return
-    global _dropped
-    row = {
-        "kind": kind,
-        "method": method[:10],
-        "route": route[:200],
-        "path": path[:500],
-        "page_id": page_id[:64] if page_id else None,
-        "status": status,
-        "started_at": started_at,
-        "duration_ms": round(duration_ms, 3),
-        "job_id": job_id,
-    }
-    with _filling:
-        if len(_pending) == BUFFER_MAX_ROWS:
-            _dropped += 1  # reported once per flush, not once per row
-        _pending.append(row)
-
-
+FLUSH_BATCH = 500
 # The bus's events that `record_browser_event` logs.
 BROWSER_EVENTS = (Event.BROWSER_UP, Event.BROWSER_FAILED, Event.PAGE_CRASHED)
 
 
-def record_browser_event(message: dict[str, Any]) -> None:
-    """An event of the bus, logged when it is the browser's: `browser.up`
-    as `browser/relaunch/<cause>` with its time to recover, `browser.failed`
-    as `browser/failed`, `page.crashed` as `page/crashed` on its page. The
-    status is null: these rows are no request and never count as work."""
-    event, detail = message["event"], message.get("detail") or {}
-    if event == "browser.up":
-        took_ms = float(detail.get("took_s", 0)) * 1000
-        route, started_at, duration_ms = f"browser/relaunch/{detail.get('cause')}", message["at"] - took_ms / 1000, took_ms
-    elif event in ("browser.failed", "page.crashed"):
-        route, started_at, duration_ms = event.replace(".", "/"), message["at"], 0.0
-    else:
-        return
-    record(
-        kind=KIND_BROWSER, method="BROWSER", route=route, path="", page_id=message.get("page_id"), status=None,
-        started_at=started_at, duration_ms=duration_ms,
-    )
+class RequestLog:
+    """The rows recorded since the last flush, and how many were pushed out.
 
+    A deque: appends and pops are atomic, so `record` may be called from any
+    thread (the egress guard's). Bounded, so a database that refuses writes
+    for a long time costs the oldest rows, not the worker's memory. `record`
+    (the event loop) and `put_back` (the database thread) both fill it; the
+    lock makes "is it full, then add" one step, so every row pushed out is
+    counted."""
 
-def record_refusal(method: str, target: str, why: str) -> None:
-    """A connection the browser's egress guard refused (BROWSER_REFUSE_PRIVATE),
-    as `browser/refused` with status 403; `target` is the URL without its
-    query, or `host:port` for a tunnel. Called from the egress's thread. A
-    browser row: it never counts as work."""
-    record(
-        kind=KIND_BROWSER, method=method, route="browser/refused", path=target, page_id=None, status=403,
-        started_at=time.time(), duration_ms=0.0,
-    )
+    def __init__(self, max_rows: int | None = None) -> None:
+        self.max_rows = max_rows or settings.REQUEST_LOG_BUFFER_ROWS
+        self.pending: deque[dict[str, Any]] = deque(maxlen=self.max_rows)
+        self.filling = threading.Lock()
+        self.dropped = 0  # rows pushed out of a full buffer since the last flush
 
+    def record(
+        self,
+        *,
+        kind: str = KIND_HTTP,
+        method: str,
+        route: str,
+        path: str,
+        page_id: str | None,
+        status: int | None,
+        started_at: float,
+        duration_ms: float,
+        job_id: str | None = None,
+    ) -> None:
+        """Queue one row for the next flush. Cheap: no I/O."""
+        if not settings.REQUEST_LOG:
+            return
+        row = {
+            "kind": kind,
+            "method": method[:10],
+            "route": route[:200],
+            "path": path[:500],
+            "page_id": page_id[:64] if page_id else None,
+            "status": status,
+            "started_at": started_at,
+            "duration_ms": round(duration_ms, 3),
+            "job_id": job_id,
+        }
+        with self.filling:
+            if len(self.pending) == self.max_rows:
+                self.dropped += 1  # reported once per flush, not once per row
+            self.pending.append(row)
 
-def record_job(
-    *,
-    family: str,
-    action: str,
-    page_id: str,
-    job_id: str,
-    started_at: float,
-    status: int | None = None,
-    duration_ms: float = 0.0,
-) -> None:
-    """Log one of a job's pair of rows: its start (no status yet), then its
-    end with the status the plain call would have answered and how long the
-    plugin really ran."""
-    record(
-        kind=KIND_JOB,
-        method="JOB",
-        route=plugin_route(family, action),
-        path=f"{API_PREFIX}{page_id}/{PLUGIN}/{family}/{action}",
-        page_id=page_id,
-        status=status,
-        started_at=started_at,
-        duration_ms=duration_ms,
-        job_id=job_id,
-    )
+    def record_browser_event(self, message: dict[str, Any]) -> None:
+        """An event of the bus, logged when it is the browser's: `browser.up`
+        as `browser/relaunch/<cause>` with its time to recover, `browser.failed`
+        as `browser/failed`, `page.crashed` as `page/crashed` on its page. The
+        status is null: these rows are no request and never count as work."""
+        event, detail = message["event"], message.get("detail") or {}
+        if event == "browser.up":
+            took_ms = float(detail.get("took_s", 0)) * 1000
+            route, started_at, duration_ms = f"browser/relaunch/{detail.get('cause')}", message["at"] - took_ms / 1000, took_ms
+        elif event in ("browser.failed", "page.crashed"):
+            route, started_at, duration_ms = event.replace(".", "/"), message["at"], 0.0
+        else:
+            return
+        self.record(
+            kind=KIND_BROWSER, method="BROWSER", route=route, path="", page_id=message.get("page_id"), status=None,
+            started_at=started_at, duration_ms=duration_ms,
+        )
 
+    def record_refusal(self, method: str, target: str, why: str) -> None:
+        """A connection the browser's egress guard refused (BROWSER_REFUSE_PRIVATE),
+        as `browser/refused` with status 403; `target` is the URL without its
+        query, or `host:port` for a tunnel. Called from the egress's thread. A
+        browser row: it never counts as work."""
+        self.record(
+            kind=KIND_BROWSER, method=method, route="browser/refused", path=target, page_id=None, status=403,
+            started_at=time.time(), duration_ms=0.0,
+        )
 
-def flush() -> int:
-    """Write the buffered rows; answers how many. On a failure the rows go back
-    to the front of the buffer for the next flush, and the error is raised;
-    rows that no longer fit (the newest, recorded meanwhile, are kept first)
-    are counted as dropped."""
-    global _dropped
-    with _filling:
-        dropped, _dropped = _dropped, 0
-    if dropped:
-        log.warning("the request log buffer was full: %d rows were dropped", dropped)
-    rows: list[dict[str, Any]] = []
-    while True:
+    def record_job(
+        self,
+        *,
+        family: str,
+        action: str,
+        page_id: str,
+        job_id: str,
+        started_at: float,
+        status: int | None = None,
+        duration_ms: float = 0.0,
+    ) -> None:
+        """Log one of a job's pair of rows: its start (no status yet), then its
+        end with the status the plain call would have answered and how long the
+        plugin really ran."""
+        self.record(
+            kind=KIND_JOB,
+            method="JOB",
+            route=plugin_route(family, action),
+            path=f"{API_PREFIX}{page_id}/{PLUGIN}/{family}/{action}",
+            page_id=page_id,
+            status=status,
+            started_at=started_at,
+            duration_ms=duration_ms,
+            job_id=job_id,
+        )
+
+    def flush(self) -> int:
+        """Write the buffered rows; answers how many. On a failure the rows go back
+        to the front of the buffer for the next flush, and the error is raised;
+        rows that no longer fit (the newest, recorded meanwhile, are kept first)
+        are counted as dropped."""
+        with self.filling:
+            dropped, self.dropped = self.dropped, 0
+        if dropped:
+            log.warning("the request log buffer was full: %d rows were dropped", dropped)
+        rows: list[dict[str, Any]] = []
+        while True:
+            try:
+                rows.append(self.pending.popleft())
+            except IndexError:
+                break
+        if not rows:
+            return 0
         try:
-            rows.append(_pending.popleft())
-        except IndexError:
-            break
-    if not rows:
-        return 0
-    try:
-        insert_rows(rows)
-    except Exception:
-        put_back(rows)
-        raise
-    return len(rows)
+            insert_rows(rows)
+        except Exception:
+            self.put_back(rows)
+            raise
+        return len(rows)
+
+    def put_back(self, rows: list[dict[str, Any]]) -> None:
+        """Return unwritten rows to the front of the buffer. What does not fit
+        beside the rows recorded since is dropped oldest first, and counted."""
+        with self.filling:
+            room = self.max_rows - len(self.pending)
+            lost = max(0, len(rows) - room)
+            if lost:
+                self.dropped += lost
+                rows = rows[lost:]
+            self.pending.extendleft(reversed(rows))
+
+    async def aflush(self) -> int:
+        if not self.pending and not self.dropped:
+            return 0  # the common case costs no thread hop
+        return await on_db_thread(self.flush)()
 
 
 def insert_rows(rows: list[dict[str, Any]]) -> None:
@@ -176,25 +191,6 @@ def insert_rows(rows: list[dict[str, Any]]) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(rows), FLUSH_BATCH):
             cursor.executemany(sql, [[row[name] for name in names] for row in rows[start:start + FLUSH_BATCH]])
-
-
-def put_back(rows: list[dict[str, Any]]) -> None:
-    """Return unwritten rows to the front of the buffer. What does not fit
-    beside the rows recorded since is dropped oldest first, and counted."""
-    global _dropped
-    with _filling:
-        room = BUFFER_MAX_ROWS - len(_pending)
-        lost = max(0, len(rows) - room)
-        if lost:
-            _dropped += lost
-            rows = rows[lost:]
-        _pending.extendleft(reversed(rows))
-
-
-async def aflush() -> int:
-    if not _pending and not _dropped:
-        return 0  # the common case costs no thread hop
-    return await on_db_thread(flush)()
 
 
 def sweep_request_log_batch(now: float | None = None) -> int:

@@ -30,15 +30,15 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from browser.processes import resident_bytes
-from browser.registry import PageRegistry, registry
+from browser.registry import PageRegistry
 from browser.runner import BrowserState
 from core import metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView
+from core.runtime import runtime_of
 from core.schema import operation
-from core.tracker import tracker
-from live.screencast import casts
+from live.screencast import Casts
 from media_store import store as media
 
 METRICS_OFF = "Metrics are off on this worker (METRICS_ENABLED=0)."
@@ -71,11 +71,13 @@ class WorkerState(Collector):
     memory (on the loop), the store and the browser's memory as read for it."""
 
     def __init__(
-        self, store: StoreReading, browser_bytes: int | None, pages: PageRegistry = registry, stay_awake: bool | None = None
+        self, runtime: Any, store: StoreReading, browser_bytes: int | None, stay_awake: bool | None = None
     ) -> None:
         self.store = store
         self.browser_bytes = browser_bytes
-        self.pages = pages
+        self.pages: PageRegistry = runtime.pages
+        self.casts: Casts = runtime.casts
+        self.requests_in_flight: int = runtime.tracker.requests_in_flight
         self.stay_awake = stay_awake
 
     def collect(self) -> Iterator[Metric]:
@@ -95,14 +97,14 @@ class WorkerState(Collector):
             queued.add_metric([page.name], page.line.jobs_waiting())
         yield queued
         yield GaugeMetricFamily("penelope_pages_max", "Pages that may be open at once (MAX_PAGES).", value=settings.MAX_PAGES)
-        yield GaugeMetricFamily("penelope_live_viewers", "Live views open now (sockets on /live/<token>/ws).", value=casts.viewers())
+        yield GaugeMetricFamily("penelope_live_viewers", "Live views open now (sockets on /live/<token>/ws).", value=self.casts.viewers())
         yield GaugeMetricFamily(
-            "penelope_live_screencasts", "Pages whose screencast runs now (one per watched page).", value=casts.running()
+            "penelope_live_screencasts", "Pages whose screencast runs now (one per watched page).", value=self.casts.running()
         )
         yield GaugeMetricFamily(
             "penelope_requests_in_flight",
             "Authenticated API requests being answered now, and live views open: both keep a worker awake.",
-            value=tracker.requests_in_flight,
+            value=self.requests_in_flight,
         )
         held = GaugeMetricFamily(
             "penelope_jobs_held", "Jobs held (counted against MAX_JOBS): running, or ended and keeping a result, by state.",
@@ -161,24 +163,25 @@ class MetricsView(ApiView):
     async def get(self, request: Any) -> HttpResponse:
         if not metrics.ENABLED:
             raise ApiError(404, METRICS_OFF)
+        runtime = runtime_of(request)
         (store, browser_bytes, (jobs_in_flight, webhooks_pending)) = await asyncio.gather(
-            on_db_thread(read_store)(self.jobs_held, time.time()), browser_memory(), self.job_counts()
+            on_db_thread(read_store)(self.jobs_held, time.time()), browser_memory(runtime.pages), self.job_counts()
         )
-        stay_awake = tracker.stays_awake(
+        stay_awake = runtime.tracker.stays_awake(
             jobs_in_flight=jobs_in_flight,
             webhooks_pending=webhooks_pending,
             idle_timeout_s=settings.IDLE_TIMEOUT_S,
             now=time.time(),
         )
-        body = metrics.render(WorkerState(store, browser_bytes, stay_awake=stay_awake))
+        body = metrics.render(WorkerState(runtime, store, browser_bytes, stay_awake=stay_awake))
         response = HttpResponse(body, content_type=metrics.CONTENT_TYPE)
         response["Content-Length"] = str(len(body))
         return response
 
 
-async def browser_memory() -> int | None:
+async def browser_memory(pages: PageRegistry) -> int | None:
     """The browser's resident memory, or None while it does not run; /proc is
     read in a thread, off the loop."""
-    if registry.browser is None or registry.browser.state != BrowserState.UP:
+    if pages.browser is None or pages.browser.state != BrowserState.UP:
         return None
     return await asyncio.to_thread(resident_bytes)

@@ -21,6 +21,7 @@ import functools
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
@@ -30,8 +31,8 @@ from core import metrics
 from core.api import API_PREFIX
 from core.auth import FULL, key_matches, request_role
 from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
+from core.runtime import runtime_of
 from core.seams import close_with
-from core.tracker import tracker
 from plugins.framework import find_action
 from plugins.primitives import primitives
 
@@ -123,10 +124,11 @@ class ApiAccountingMiddleware:
         # flight, so a long-poll or a list every few seconds never keeps a
         # sleepy worker awake. They are logged and measured as any other.
         counted = request_role(request) == FULL
+        runtime = runtime_of(request)
         if counted:
-            tracker.touch()
-            tracker.requests_in_flight += 1
-        end = self._ender(request, logged=not is_poll(request), counted=counted)
+            runtime.tracker.touch()
+            runtime.tracker.requests_in_flight += 1
+        end = self._ender(runtime, request, logged=not is_poll(request), counted=counted)
         try:
             response = await self.get_response(request)
         except asyncio.CancelledError:
@@ -149,7 +151,7 @@ class ApiAccountingMiddleware:
         return response
 
     @staticmethod
-    def _ender(request: HttpRequest, *, logged: bool, counted: bool) -> Callable[[int], None]:
+    def _ender(runtime: Any, request: HttpRequest, *, logged: bool, counted: bool) -> Callable[[int], None]:
         started_at = time.time()
         began = time.perf_counter()
         ended = False
@@ -160,8 +162,8 @@ class ApiAccountingMiddleware:
                 return
             ended = True
             if counted:
-                tracker.requests_in_flight -= 1
-                tracker.touch()
+                runtime.tracker.requests_in_flight -= 1
+                runtime.tracker.touch()
             duration_s = time.perf_counter() - began
             if not (logged or metrics.ENABLED):
                 return
@@ -170,7 +172,7 @@ class ApiAccountingMiddleware:
                 metrics.observe_request(metrics_route(request, route), status, duration_s)
             if logged:
                 match = getattr(request, "resolver_match", None)
-                request_log.record(
+                runtime.request_log.record(
                     method=request.method or "",
                     route=route,
                     path=logged_path(request),

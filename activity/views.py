@@ -13,13 +13,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 
 from activity import log as request_log
-from browser.registry import registry
+from browser.registry import PageRegistry
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
+from core.runtime import runtime_of
 from core.schema import operation
 from core.shapes import ErrorEnvelope, FalseField, Success
-from core.tracker import tracker
 
 DEFAULT_WINDOW_S = 3600.0
 
@@ -106,8 +106,8 @@ def window_parameter() -> OpenApiParameter:
     )
 
 
-def browser_state() -> str:
-    return registry.browser.state.value if registry.browser is not None else "starting"
+def browser_state(pages: PageRegistry) -> str:
+    return pages.browser.state.value if pages.browser is not None else "starting"
 
 
 class HealthView(ApiView):
@@ -128,11 +128,12 @@ class HealthView(ApiView):
         )
     )
     async def get(self, request: Any) -> HttpResponse:
-        state = browser_state()
+        pages = runtime_of(request).pages
+        state = browser_state(pages)
         if state == "up":
             return answer(Health, {"success": True, "page_id": None, "status": "ok", "browser": True, "browser_state": state})
         if state == "failed":
-            error = f"The browser could not be launched again ({registry.browser.failure}); the worker is exiting."
+            error = f"The browser could not be launched again ({pages.browser.failure}); the worker is exiting."
         else:
             error = f"The browser is {state}; it takes calls again in a few seconds."
         body = {"success": False, "error": error, "page_id": None, "browser": False, "browser_state": state}
@@ -157,6 +158,8 @@ class ActivityView(ApiView):
     )
     async def get(self, request: Any) -> HttpResponse:
         now = time.time()
+        runtime = runtime_of(request)
+        tracker = runtime.tracker
         jobs_in_flight, webhooks_pending = await self.job_counts()
         counts = {"jobs_in_flight": jobs_in_flight, "webhooks_pending": webhooks_pending}
         return answer(
@@ -169,9 +172,9 @@ class ActivityView(ApiView):
                 "webhooks_pending": webhooks_pending,
                 "last_activity_at": tracker.last_activity_at or None,
                 "idle_seconds": tracker.idle_now(**counts, now=now),
-                "busy_pages": [name for name, page in registry.pages.items() if page.busy],
+                "busy_pages": [name for name, page in runtime.pages.pages.items() if page.busy],
                 "stay_awake": int(tracker.stays_awake(**counts, idle_timeout_s=settings.IDLE_TIMEOUT_S, now=now)),
-                "browser_state": browser_state(),
+                "browser_state": browser_state(runtime.pages),
                 "next_wake_at": round(tracker.next_wake_at, 3) if tracker.next_wake_at is not None else None,
             },
         )
@@ -210,6 +213,6 @@ class WorkloadView(ApiView):
     async def get(self, request: Any) -> HttpResponse:
         window_s = window_from(request)
         # Rows still in the buffer belong to the window too.
-        await request_log.aflush()
+        await runtime_of(request).request_log.aflush()
         summary = await on_db_thread(request_log.workload)(window_s=window_s)
         return answer(Workload, {"success": True, "page_id": None, **summary})

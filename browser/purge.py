@@ -22,7 +22,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError
 
 from browser.pages import ManagedPage
-from browser.registry import PageRegistry, registry
+from browser.registry import PageRegistry
 from browser.runner import BrowserState
 from core import metrics
 
@@ -36,8 +36,6 @@ BROWSER_STEPS = [
     ("Network.clearBrowserCache", {}),
     ("Memory.simulatePressureNotification", {"level": "critical"}),
 ]
-
-_one_at_a_time = asyncio.Lock()
 
 
 def skip_reason(page: ManagedPage) -> str | None:
@@ -76,9 +74,9 @@ class PurgeReport:
         }
 
 
-async def purge_idle_pages(pages: PageRegistry = registry) -> PurgeReport:
+async def purge_idle_pages(pages: PageRegistry) -> PurgeReport:
     """Purge every idle page; one purge at a time."""
-    async with _one_at_a_time:
+    async with pages.purging:
         return await _purge(pages)
 
 
@@ -127,9 +125,9 @@ async def _run_steps(context, page: ManagedPage, steps: list[tuple[str, dict]]) 
     return None
 
 
-async def purge_loop_step() -> None:
+async def purge_loop_step(pages: PageRegistry) -> None:
     """What the `purge` loop runs every PURGE_S."""
-    report = (await purge_idle_pages()).as_dict()
+    report = (await purge_idle_pages(pages)).as_dict()
     log.info(
         "memory purge: purged %s, skipped %s, browser memory %d -> %d bytes",
         report["purged"], report["skipped"],

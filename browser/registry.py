@@ -3,9 +3,10 @@ relaunches: every page outlives its tab (browser/pages.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -14,6 +15,7 @@ from browser.pages import MAIN_PAGE, PAGE_CRASHED, ManagedPage, validate_page_id
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
+from core.runtime import runtime_of
 from core.tasks import spawn
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ class PageRegistry:
         self.browser: Browser | None = None
         self.pages: dict[str, ManagedPage] = {}
         self.broker = Broker(self)
+        # One memory purge of these pages at a time (browser/purge.py).
+        self.purging = asyncio.Lock()
 
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
@@ -212,4 +216,6 @@ class PageRegistry:
                     raise
 
 
-registry = PageRegistry()
+def pages_of(request: Any) -> PageRegistry:
+    """The pages of the worker that serves `request` (core/runtime.py)."""
+    return runtime_of(request).pages

@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from browser.pages import validate_page_id
 from browser.purge import purge_idle_pages
-from browser.registry import registry
+from browser.registry import pages_of
 from browser.schema import PAGE_ID, PAGE_ID_SCHEMA_PATTERN
 from core.api import ApiError
 from core.rest import ApiView, answer, validated
@@ -170,7 +170,7 @@ class Pages(ApiView):
         )
     )
     async def get(self, request: Any) -> HttpResponse:
-        pages = [page.state() for page in registry.pages.values()]
+        pages = [page.state() for page in pages_of(request).pages.values()]
         return answer(PageList, {"success": True, "page_id": None, "max_pages": settings.MAX_PAGES, "pages": pages})
 
     @extend_schema(
@@ -190,7 +190,7 @@ class Pages(ApiView):
     )
     async def post(self, request: Any) -> HttpResponse:
         page_id = validated(OpenPageParams, request.data)["page_id"]
-        page = await registry.open(page_id)
+        page = await pages_of(request).open(page_id)
         return answer(PageAnswer, {"success": True, **page.state()}, 201)
 
 
@@ -207,7 +207,7 @@ class PageDetail(ApiView):
     )
     async def get(self, request: Any, page_id: str) -> HttpResponse:
         validate_page_id(page_id)
-        return answer(PageAnswer, {"success": True, **registry.get(page_id).state()})
+        return answer(PageAnswer, {"success": True, **pages_of(request).get(page_id).state()})
 
     @extend_schema(
         **operation(
@@ -226,7 +226,7 @@ class PageDetail(ApiView):
     )
     async def delete(self, request: Any, page_id: str) -> HttpResponse:
         validate_page_id(page_id)
-        await registry.close(page_id, request.headers.get("X-Lease"))
+        await pages_of(request).close(page_id, request.headers.get("X-Lease"))
         return answer(PageClosed, {"success": True, "page_id": page_id, "closed": True})
 
 
@@ -254,7 +254,7 @@ class Lease(ApiView):
         lease_id = request.headers.get("X-Lease")
         ttl = validated(LeaseParams, request.data)["ttl"]
         validate_page_id(page_id)
-        taken = registry.get(page_id).take_lease(ttl, lease_id)
+        taken = pages_of(request).get(page_id).take_lease(ttl, lease_id)
         renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
         return answer(
             LeaseTaken,
@@ -292,7 +292,7 @@ class Lease(ApiView):
         validate_page_id(page_id)
         # A plain dict, not the QueryDict: DRF reads an empty form value as absent, and `?force=` is refused.
         force = validated(ReleaseLeaseQuery, request.query_params.dict())["force"]
-        page = registry.get(page_id)
+        page = pages_of(request).get(page_id)
         released = page.release_lease(request.headers.get("X-Lease"), force=force)
         body = {"success": True, "page_id": page_id, "released": True}
         if not force:
@@ -313,7 +313,8 @@ class Purge(ApiView):
         )
     )
     async def post(self, request: Any) -> HttpResponse:
-        if registry.browser is None:
+        pages = pages_of(request)
+        if pages.browser is None:
             raise ApiError(503, "The browser is not running.")
-        report = await purge_idle_pages()
+        report = await purge_idle_pages(pages)
         return answer(PurgeReport, {"success": True, "page_id": None, **report.as_dict()})

@@ -19,10 +19,14 @@ class NoRuntime(LookupError):
 
 def runtime_of(holder: Any) -> Any:
     """The runtime of a request (Django's or DRF's) or of a socket's consumer:
-    whatever carries the ASGI scope it came in with."""
+    whatever carries the ASGI scope it came in with. A WSGI request (Django's
+    test client, in the admin's tests) carries it in its environ."""
+    scope = getattr(holder, "scope", None)
+    if scope is None:
+        scope = getattr(holder, "META", {})
     try:
-        return holder.scope[SCOPE_KEY]
-    except (AttributeError, KeyError):
+        return scope[SCOPE_KEY]
+    except KeyError:
         raise NoRuntime("This request came through no worker's application: it has no runtime.") from None
 
 

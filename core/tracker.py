@@ -1,13 +1,13 @@
 """In-memory counters the waker reads: requests in flight and the last client
-activity. The jobs app calls `tracker.touch()` when a job stops counting (a
-polling job ends, a webhook job is delivered or given up), so the idle clock
-starts then; its counts reach the activity route through the URL
-configuration (`ActivityView.job_counts`)."""
+activity. The runtime owns one (worker/runtime.py); the jobs app calls its
+`touch()` when a job stops counting (a polling job ends, a webhook job is
+delivered or given up), so the idle clock starts then; its counts reach the
+activity route through the URL configuration (`ActivityView.job_counts`)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -18,7 +18,7 @@ from core.awake import must_stay_awake, read_next_wake, write_next_wake
 class Tracker:
     requests_in_flight: int = 0
     last_activity_at: float = 0.0  # epoch seconds; 0 until the first request
-    started_at: float = 0.0
+    started_at: float = field(default_factory=time.time)
     # Epoch seconds of the next instant the worker has work of its own to
     # start (a schedule's fire), None when it has none: set by the schedules.
     next_wake_at: float | None = None
@@ -60,6 +60,3 @@ class Tracker:
         at = round(at, 3) if at is not None else None
         if read_next_wake(settings.STORE_DIR) != at:
             write_next_wake(settings.STORE_DIR, at)
-
-
-tracker = Tracker(started_at=time.time())

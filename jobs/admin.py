@@ -14,8 +14,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
+from core.runtime import runtime_of
 from jobs.models import DeliveryAttempt, Job
-from live.links import operator_link
 from media_store import store
 
 EXPIRED = "expired, removed at the next sweep"
@@ -104,7 +104,7 @@ class JobAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):  # a control link acts as the persona: staff alone is not enough
             raise PermissionDenied
         job = get_object_or_404(Job, pk=job_id)
-        url = async_to_sync(operator_link)(job.page_id) if job.state == Job.State.RUNNING else None
+        url = async_to_sync(runtime_of(request).links.operator_link)(job.page_id) if job.state == Job.State.RUNNING else None
         if url is None:
             return HttpResponse(
                 f"Job {job.id} is not running on an open page now: there is nothing to watch.", status=404,

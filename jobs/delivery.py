@@ -31,7 +31,7 @@ from core.db_thread import on_db_thread, persist
 from core.events import Event
 from core.redaction import url_for_log
 from core.tasks import spawn
-from core.tracker import tracker
+from core.tracker import Tracker
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job, webhook_window
@@ -195,7 +195,6 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
     delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
     metrics.webhook_attempt(outcome, duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
     if outcome != DeliveryAttempt.Outcome.RETRY:
-        tracker.touch()  # the job stops counting: the idle clock starts now
         events.publish(
             Event.JOB_DELIVERED if outcome == DeliveryAttempt.Outcome.DELIVERED else Event.JOB_GAVE_UP,
             page_id=attempt.page_id,
@@ -225,8 +224,11 @@ class Deliverer:
     end. `stop()` ends it after the sends in hand are sent and recorded.
     """
 
-    def __init__(self, concurrency: int = 32, idle_wait_s: float | None = None) -> None:
+    def __init__(self, concurrency: int = 32, idle_wait_s: float | None = None, tracker: Tracker | None = None) -> None:
         self.wake = asyncio.Event()
+        # The worker's idle clock, which starts when a job stops counting
+        # (delivered or given up); `manage.py deliver_webhooks` has none.
+        self.tracker = tracker
         self.concurrency = concurrency
         # How often it looks for attempts nobody woke it for: ones another
         # process scheduled, or left behind when its deliverer ended.
@@ -300,6 +302,8 @@ class Deliverer:
 
     async def _send(self, client: httpx.AsyncClient, attempt: Attempt) -> None:
         try:
-            await post(client, attempt, self.owner.id)
+            outcome = await post(client, attempt, self.owner.id)
+            if outcome != DeliveryAttempt.Outcome.RETRY and self.tracker is not None:
+                self.tracker.touch()  # the job stops counting: the idle clock starts now
         finally:
             self.notify()  # a retry, or a free place, may now be the next thing due

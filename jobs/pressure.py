@@ -13,7 +13,6 @@ from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
-from browser.registry import registry
 from browser.runner import BrowserState
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
@@ -48,13 +47,13 @@ class PressureShape(Success):
 
 def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
     now = time.time()
-    pages = list(registry.pages.values())
+    pages = list(runner.pages.pages.values())
     leased = sum(1 for page in pages if page.current_lease() is not None)
     busy = sum(1 for page in pages if page.busy)
     idle = sum(1 for page in pages if not page.busy and page.lease is None)
     runs = list(runner.running.values())
     queued = [run.job.enqueued_at for run in runs if run.job.state == Job.State.QUEUED]
-    browser = registry.browser
+    browser = runner.pages.browser
     return {
         "success": True,
         "page_id": None,
@@ -64,7 +63,7 @@ def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
         "oldest_queued_s": round(now - min(queued), 3) if queued else None,
         "jobs_held": jobs_held,
         "max_jobs": settings.MAX_JOBS,
-        "rejected_last_minute": runner.refused_last_minute(),
+        "rejected_last_minute": runner.refusals.last_minute(),
         "accepting": browser is not None and browser.state == BrowserState.UP and jobs_held < settings.MAX_JOBS,
     }
 

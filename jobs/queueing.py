@@ -27,7 +27,7 @@ from django.conf import settings
 from browser.broker import WaitCancelled
 from browser.line import Waiter
 from browser.pages import Claim, ManagedPage
-from browser.registry import registry
+from browser.registry import PageRegistry
 from core.errors import Cancelled, DomainError, PageNotOpen, QueueFull, QueueTimedOut
 from core.routes import ANY
 from jobs.run import CANCELLED_ERROR, JobRun
@@ -57,8 +57,9 @@ def place_for(run: JobRun) -> Place:
     taken now through the broker; a lease it waits under stays alive."""
     job = run.job
     target = run.page.name if run.page is not None else ANY
-    waiter = registry.broker.join(target, priority=job.priority, job_id=job.id, lease_id=run.lease_id)
-    run.locate = lambda: registry.broker.position(waiter)
+    broker = run.parts.pages.broker
+    waiter = broker.join(target, priority=job.priority, job_id=job.id, lease_id=run.lease_id)
+    run.locate = lambda: broker.position(waiter)
     return Place(waiter, f"Page {target} stayed busy" if run.page is not None else "No page was free")
 
 
@@ -80,8 +81,25 @@ class Room:
             del self.joining[self.name]
 
 
-class JobQueue:
+class RecentRefusals:
+    """When starts were refused (a busy page, a full queue, MAX_JOBS): the pressure's last minute."""
+
     def __init__(self) -> None:
+        self.at: collections.deque[float] = collections.deque()
+
+    def add(self) -> None:
+        self.at.append(time.monotonic())
+
+    def last_minute(self) -> int:
+        cutoff = time.monotonic() - 60
+        while self.at and self.at[0] < cutoff:
+            self.at.popleft()
+        return len(self.at)
+
+
+class JobQueue:
+    def __init__(self, pages: PageRegistry) -> None:
+        self.pages = pages
         # A page's recent run time per job (seconds), for Retry-After.
         self.run_s: dict[str, float] = {}
         # Per line (a page's name, or "any"): the queued starts that took
@@ -93,7 +111,7 @@ class JobQueue:
         taken at once; QueueFull (429) when QUEUE_MAX jobs wait there already,
         counting the starts that are joining it."""
         name = page.name if page is not None else ANY
-        in_line = registry.broker.jobs_waiting(name)
+        in_line = self.pages.broker.jobs_waiting(name)
         waiting = in_line + self.joining[name]
         if waiting >= settings.QUEUE_MAX:
             where = f"Page {name} has" if page is not None else "Any page has"
@@ -122,7 +140,7 @@ async def wait_turn(run: JobRun, place: Place) -> Claim | DomainError:
     job = run.job
     deadline = time.monotonic() + max(0.0, job.queue_deadline - time.time())
     try:
-        return await registry.broker.wait(place.waiter, deadline=deadline, cancel=run.cancel_requested)
+        return await run.parts.pages.broker.wait(place.waiter, deadline=deadline, cancel=run.cancel_requested)
     except WaitCancelled:
         return Cancelled(CANCELLED_ERROR, place.target)
     except TimeoutError:
@@ -143,7 +161,7 @@ async def back_off(run: JobRun) -> Place | DomainError:
             await asyncio.shield(run.cancel_requested)
     except TimeoutError:
         if run.page is not None:  # by name: a page closed and opened again meanwhile is that page
-            page = registry.pages.get(run.page.name)
+            page = run.parts.pages.pages.get(run.page.name)
             if page is None:
                 return PageNotOpen(f"Page {run.page.name} was closed before the job's next attempt.", run.page.name)
             run.page = page

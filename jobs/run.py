@@ -18,9 +18,9 @@ from typing import Any
 
 from django.conf import settings
 
-from activity import log as request_log
+from activity.log import RequestLog
 from browser.pages import Claim, ManagedPage
-from browser.registry import registry
+from browser.registry import PageRegistry
 from core.api import first_line, refusal
 from core.db_thread import persist
 from core.errors import ActionFailed, Cancelled, QueueTimedOut, Refusal
@@ -29,6 +29,7 @@ from jobs.models import Job, webhook_window
 from jobs.progress import ProgressRelay
 from jobs.retries import transient
 from jobs.services import end_job, requeue_job
+from live.human import Questions
 from plugins import debug
 from plugins.calls import run_claimed
 from plugins.framework import Action, Context, Outcome
@@ -37,6 +38,15 @@ log = logging.getLogger("penelope.jobs")
 
 CANCELLED_ERROR = "job cancelled by a client"
 COULD_NOT_RUN = "The job could not run; the details are in the worker's log."
+
+
+@dataclass(frozen=True)
+class WorkerParts:
+    """What the jobs use of their worker's runtime (worker/runtime.py)."""
+
+    pages: PageRegistry  # where a job's attempts take their page
+    request_log: RequestLog  # where a job's pair of rows goes
+    questions: Questions  # where a job's plugin asks a person (live/human.py)
 
 
 @dataclass
@@ -64,6 +74,8 @@ class JobRun:
     requeued: bool = False
     # Its plugin's question to a person while it waits for the answer (`human` in polls).
     human: dict[str, Any] | None = None
+    # What it uses of its worker: the pages its attempts take, the request log.
+    parts: WorkerParts = field(kw_only=True)
 
     def request_cancel(self) -> bool:
         """Ask the run to stop: its plugin now, or before its next attempt.
@@ -114,14 +126,17 @@ class JobRun:
             self.human = human
             on_human(self)
 
+        async def ask_person(reason: str, timeout_s: float) -> str:
+            return await self.parts.questions.ask(claim.page, reason, timeout_s, asked)
+
         ctx = Context(
             page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported,
-            on_human=asked, debug=debug.effective(job.debug),
+            ask_person=ask_person, debug=debug.effective(job.debug),
         )
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()
-        request_log.record_job(**log_row, started_at=started_at)
-        plugin = self.plugin = spawn(run_claimed(claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
+        self.parts.request_log.record_job(**log_row, started_at=started_at)
+        plugin = self.plugin = spawn(run_claimed(self.parts.pages, claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
         try:
             cancelled = await self.plugin_ended_or_cancelled(plugin)
         except asyncio.CancelledError:  # the worker stops
@@ -138,7 +153,7 @@ class JobRun:
             outcome = failure(ActionFailed(COULD_NOT_RUN), claim.page.name, started_at, 0)
         else:
             outcome = plugin.result()
-        request_log.record_job(
+        self.parts.request_log.record_job(
             **log_row, status=outcome.status, started_at=outcome.started_at, duration_ms=outcome.duration_s * 1000
         )
         # The page is free again; the answer stays in memory until it is stored,
@@ -181,9 +196,9 @@ class JobRun:
                 self.job.id, settings.CANCEL_GRACE_S,
             )
             try:
-                await registry.reopen_tab(self.claim.page)
+                await self.parts.pages.reopen_tab(self.claim.page)
             finally:
-                registry.broker.release(self.claim)
+                self.parts.pages.broker.release(self.claim)
         return True
 
 

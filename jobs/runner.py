@@ -1,6 +1,6 @@
 """The job runner: the one owner of a worker's in-process job state.
 
-Built once by the wiring (penelope_site/urls.py), it owns what of the jobs
+The runtime's (worker/runtime.py), on its pages; it owns what of the jobs
 lives in memory rather than in the store:
 
 - `running`: the jobs this worker runs now, by id (each a `JobRun`);
@@ -31,7 +31,6 @@ a job's walk from start to delivery: docs/design/JOB_CORE.md.
 from __future__ import annotations
 
 import asyncio
-import collections
 import secrets
 import time
 from typing import Any
@@ -39,7 +38,6 @@ from typing import Any
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage
-from browser.registry import registry
 from core import metrics
 from core.auth import FULL
 from core.db_thread import on_db_thread
@@ -61,12 +59,12 @@ from core.errors import (
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
-from core.tracker import tracker
+from core.tracker import Tracker
 from jobs.models import Job
 from jobs.options import JobOptions
 from jobs.publishing import asked, publish
-from jobs.queueing import JobQueue, Place, Room, Waiting, back_off, place_for, wait_turn
-from jobs.run import JobRun, failure, store_end
+from jobs.queueing import JobQueue, Place, RecentRefusals, Room, Waiting, back_off, place_for, wait_turn
+from jobs.run import JobRun, WorkerParts, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
 from jobs.waiting import RecentEnds, Waiters
@@ -74,15 +72,15 @@ from plugins.framework import Action, find_action
 
 
 class JobRunner:
-    def __init__(self, recent_size: int = 32) -> None:
+    def __init__(self, parts: WorkerParts, tracker: Tracker, recent_size: int = 32) -> None:
+        self.parts, self.pages, self.tracker = parts, parts.pages, tracker
         self.running: dict[str, JobRun] = {}
         self.held = HeldJobsBound()
         self.starting: set[str] = set()
         self.recent = RecentEnds(recent_size)
         self.waiters = Waiters()
-        self.queue = JobQueue()
-        # When starts were refused (busy page, full queue, MAX_JOBS): the pressure's last minute.
-        self.refusals: collections.deque[float] = collections.deque()
+        self.queue = JobQueue(self.pages)
+        self.refusals = RecentRefusals()
 
     # --- starting ----------------------------------------------------------------------
 
@@ -121,7 +119,7 @@ class JobRunner:
         job_id = secrets.token_hex(8)
         try:
             try:
-                claim = await registry.broker.take_now(page.name if page is not None else ANY, job_id=job_id, lease_id=lease_id)
+                claim = await self.pages.broker.take_now(page.name if page is not None else ANY, job_id=job_id, lease_id=lease_id)
             except PageBusy:
                 if options.queue_timeout is None:
                     raise
@@ -137,14 +135,8 @@ class JobRunner:
             # stored, its run never started, a job `running` until the next restart).
             return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
         except (PageBusy, QueueFull, JobsFull):
-            self.refusals.append(time.monotonic())
+            self.refusals.add()
             raise
-
-    def refused_last_minute(self) -> int:
-        cutoff = time.monotonic() - 60
-        while self.refusals and self.refusals[0] < cutoff:
-            self.refusals.popleft()
-        return len(self.refusals)
 
     async def _start(
         self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None,
@@ -159,10 +151,11 @@ class JobRunner:
                 family_version=action.version,
             )
         except BaseException:
-            registry.broker.release(claim)
+            self.pages.broker.release(claim)
             raise
         run = self.running[job_id] = JobRun(
-            job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None
+            job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None,
+            parts=self.parts,
         )
         run.task = spawn(self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}")
         publish(Event.JOB_STARTED, job)
@@ -194,7 +187,7 @@ class JobRunner:
         so a poll and the 202 know its position, and wait for its turn in a
         task of its own. A job waiting out a retry's back-off (after a
         restart) takes its place once the back-off is over."""
-        run = self.running[job.id] = JobRun(job=job, claim=None, page=page, lease_id=lease_id)
+        run = self.running[job.id] = JobRun(job=job, claim=None, page=page, lease_id=lease_id, parts=self.parts)
         try:
             place: Waiting = None if job.retry_at is not None else place_for(run)
         except DomainError as refused:  # its page closed, or its lease went, while its row was stored
@@ -227,10 +220,10 @@ class JobRunner:
                         job=run.job, now=time.time(), page_id=claim.page.name, family_version=action.version
                     )
                 except BaseException:  # the store refused, or the worker stops: the page goes on
-                    registry.broker.release(claim)
+                    self.pages.broker.release(claim)
                     raise
                 if not began:
-                    registry.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
+                    self.pages.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
                 metrics.job_waited(run.job.started_at - run.job.enqueued_at)
                 publish(Event.JOB_STARTED, run.job)
@@ -257,7 +250,7 @@ class JobRunner:
         self.waiters.wake(stored.id)
         publish(Event.JOB_ENDED, stored)
         if stored.mode == Job.Mode.POLL:
-            tracker.touch()  # a polling job stops counting: the idle clock starts now
+            self.tracker.touch()  # a polling job stops counting: the idle clock starts now
 
     async def resume_queued(self) -> None:
         """After a restart, once the browser is up: the jobs still queued in
@@ -272,7 +265,7 @@ class JobRunner:
                     raise ActionFailed(f"No plugin action {job.plugin} after the restart.", job.page_id)
                 if job.under_lease:
                     raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
-                page = None if job.page_id == ANY else (registry.pages.get(job.page_id) or await registry.open(job.page_id))
+                page = None if job.page_id == ANY else (self.pages.pages.get(job.page_id) or await self.pages.open(job.page_id))
                 params = found.validate_stored(job.params)
             except Refusal as refused:
                 stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
@@ -290,7 +283,7 @@ class JobRunner:
         action = find_action(*earlier.plugin.split("/", 1))
         if action is None:
             raise NoSuchAction(f"No plugin action {earlier.plugin} on this worker: its family is not loaded.", earlier.page_id)
-        page = None if earlier.on_any else registry.get(earlier.page_id)
+        page = None if earlier.on_any else self.pages.get(earlier.page_id)
         return await self.submit(
             page=page, action=action, params=action.validate_stored(earlier.params), lease_id=lease_id,
             options=JobOptions.again(earlier),

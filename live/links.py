@@ -7,7 +7,8 @@ a restart revokes every link (the pages they showed are gone with it).
 
 A link is usable while it has not expired, was not revoked, and its page is
 still the one it was made for: a page closed and opened again under the same
-name is another page, and its old links answer as unknown ones do.
+name is another page, and its old links answer as unknown ones do (a page
+leaves the registry only closed: browser/registry.py).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from browser.registry import registry
-
 if TYPE_CHECKING:
     from browser.pages import ManagedPage
+    from browser.registry import PageRegistry
 
 TOKEN_BYTES = 32
 # Links a page may have at once; an expired one no longer counts.
 MAX_LINKS_PER_PAGE = 64
+OPERATOR_LINK_TTL_S = 900.0
 
 
 def digest(token: str) -> str:
@@ -50,16 +51,14 @@ class Link:
         return self.page.name
 
     def usable(self, now: float | None = None) -> bool:
-        return (
-            not self.revoked
-            and (now or time.time()) < self.expires_at
-            and not self.page.closed
-            and registry.pages.get(self.page.name) is self.page
-        )
+        return not self.revoked and (now or time.time()) < self.expires_at and not self.page.closed
 
 
 class Links:
-    def __init__(self) -> None:
+    """The live links of the pages of `pages`, by their token's digest."""
+
+    def __init__(self, pages: PageRegistry) -> None:
+        self.pages = pages
         self.by_digest: dict[str, Link] = {}
 
     def create(
@@ -104,16 +103,9 @@ class Links:
         for link in [link for link in self.by_digest.values() if not link.usable()]:
             self.revoke(link)
 
-
-links = Links()
-
-
-OPERATOR_LINK_TTL_S = 900.0
-
-
-async def operator_link(page_id: str) -> str | None:
-    """A control link for an operator in the admin (on the event loop, where
-    the links live): its URL, or None when the page is not open."""
-    page = registry.pages.get(page_id)
-    made = links.create(page, ttl=OPERATOR_LINK_TTL_S, control=True) if page is not None and not page.closed else None
-    return f"/live/{made[0]}" if made is not None else None
+    async def operator_link(self, page_id: str) -> str | None:
+        """A control link for an operator in the admin (on the event loop, where
+        the links live): its URL, or None when the page is not open."""
+        page = self.pages.pages.get(page_id)
+        made = self.create(page, ttl=OPERATOR_LINK_TTL_S, control=True) if page is not None and not page.closed else None
+        return f"/live/{made[0]}" if made is not None else None

@@ -340,6 +340,3 @@ class Casts:
     def running(self) -> int:
         """Screencasts running now (a benchmark and the tests read it)."""
         return sum(1 for cast in self.by_page.values() if cast.cdp is not None)
-
-
-casts = Casts()

@@ -34,12 +34,11 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from core.runtime import runtime_of
 from core.tasks import spawn
-from core.tracker import tracker
 from core.writable import Writable
-from live import human
-from live.links import Link, links
-from live.screencast import NoTab, PageCast, Watcher, casts
+from live.links import Link
+from live.screencast import NoTab, PageCast, Watcher
 
 log = logging.getLogger("penelope.live")
 
@@ -63,17 +62,18 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
 
     async def connect(self) -> None:
         await self.accept()
-        link = links.find(self.scope["url_route"]["kwargs"]["token"])
+        self.runtime = runtime = runtime_of(self)
+        link = runtime.links.find(self.scope["url_route"]["kwargs"]["token"])
         if link is None:
             await self.close(GONE)
             return
-        cast = casts.of(link.page)
+        cast = runtime.casts.of(link.page)
         if len(cast.watchers) >= settings.LIVE_MAX_VIEWERS:
             await self.close(TOO_MANY)
             return
         self.latest, self.fresh = None, asyncio.Event()
         self.metas: deque[dict[str, Any]] = deque(maxlen=MAX_METAS)
-        self.meta({"control": link.control, "human": human.shown_to_viewers(link.page), "expires_at": round(link.expires_at, 3)})
+        self.meta({"control": link.control, "human": runtime.questions.shown_to_viewers(link.page), "expires_at": round(link.expires_at, 3)})
         try:
             await cast.join(self)
         except NoTab:
@@ -81,7 +81,7 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
             return
         # A viewer from here on: counted, closed with its link, fed by its sender.
         self.link, self.cast = link, cast
-        tracker.requests_in_flight += 1
+        runtime.tracker.requests_in_flight += 1
         self.counted = True
         link.on_revoke.append(self._revoked)
         self.expiry = asyncio.get_running_loop().call_later(max(0.0, link.expires_at - time.time()), self._revoked)
@@ -140,7 +140,7 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
             return
         kind = message.get("type")
         if kind == "answer":
-            human.answer(link.page, message.get("answer"))
+            self.runtime.questions.answer(link.page, message.get("answer"))
         elif kind == "text" and isinstance(message.get("text"), str):
             await cast.dispatch("Input.insertText", {"text": message["text"][:MAX_TEXT]})
         elif kind == "key":
@@ -203,8 +203,8 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         if not self.counted:
             return
         self.counted = False
-        tracker.requests_in_flight -= 1
-        tracker.touch()
+        self.runtime.tracker.requests_in_flight -= 1
+        self.runtime.tracker.touch()
         self.expiry.cancel()
         self.sender.cancel()
         if self.link is not None and self._revoked in self.link.on_revoke:

@@ -13,13 +13,14 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
 from browser.pages import validate_page_id
-from browser.registry import registry
+from browser.registry import pages_of
 from browser.schema import PAGE_ID
 from core.api import ApiError
 from core.rest import ApiView, answer, validated
+from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, operation, x_lease
 from core.shapes import PageSuccess
-from live.links import MAX_LINKS_PER_PAGE, links
+from live.links import MAX_LINKS_PER_PAGE
 
 MAX_LINK_TTL_S = 3600.0
 DEFAULT_LINK_TTL_S = 900.0
@@ -82,10 +83,10 @@ class PageLive(ApiView):
     async def post(self, request: Any, page_id: str) -> HttpResponse:
         params = validated(LiveParams, request.data)
         validate_page_id(page_id)
-        page = registry.get(page_id)
+        page = pages_of(request).get(page_id)
         if params["control"]:
             page.check_lease(request.headers.get("X-Lease"))
-        made = links.create(page, ttl=params["ttl"], control=params["control"])
+        made = runtime_of(request).links.create(page, ttl=params["ttl"], control=params["control"])
         if made is None:
             raise ApiError(429, f"Page {page_id} holds {MAX_LINKS_PER_PAGE} live links; revoke them or let some expire.", page_id)
         token, link = made
@@ -106,8 +107,9 @@ class PageLive(ApiView):
     )
     async def delete(self, request: Any, page_id: str) -> HttpResponse:
         validate_page_id(page_id)
-        registry.get(page_id)
-        return answer(LiveLinksRevoked, {"success": True, "page_id": page_id, "revoked": links.revoke_page(page_id)})
+        pages_of(request).get(page_id)
+        revoked = runtime_of(request).links.revoke_page(page_id)
+        return answer(LiveLinksRevoked, {"success": True, "page_id": page_id, "revoked": revoked})
 
 
 def not_found() -> HttpResponse:
@@ -120,7 +122,7 @@ async def live_page(request: HttpRequest, token: str) -> HttpResponse:
     frame around it, no form, no plugin)."""
     if request.method not in ("GET", "HEAD"):
         return HttpResponse("Only GET is allowed here.", status=405, headers={"Allow": "GET, HEAD"})
-    link = links.find(token)
+    link = runtime_of(request).links.find(token)
     if link is None:
         return not_found()
     nonce = secrets.token_urlsafe(16)

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from browser.pages import Claim, ManagedPage
-from browser.registry import registry
+from browser.registry import PageRegistry
 from core.errors import DomainError, NavigationRefused, TabLost
 from core.routes import ANY
 from core.tasks import spawn
@@ -22,7 +22,9 @@ from plugins.debug import Recorder
 from plugins.framework import Action, Context, Outcome, run_action
 
 
-async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx: Context | None = None) -> Outcome:
+async def run_claimed(
+    pages: PageRegistry, claim: Claim, action: Action, params: dict[str, Any], ctx: Context | None = None
+) -> Outcome:
     """Run the action on the claimed page and release the page, whatever happens.
 
     The page's tab is ready first (a browser relaunch waited for up to
@@ -37,7 +39,7 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
     recorder: Recorder | None = None
     try:
         try:
-            tab = await registry.ensure_tab(page, settings.PAGE_WAIT_S)
+            tab = await pages.ensure_tab(page, settings.PAGE_WAIT_S)
         except DomainError as error:  # the browser is down, or no tab opens
             return refused(error, page.name, time.time(), 0.0)
         generation = page.tab_generation  # no await since the tab was checked
@@ -65,9 +67,9 @@ async def run_claimed(claim: Claim, action: Action, params: dict[str, Any], ctx:
             dropping = spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
             with contextlib.suppress(BaseException):  # a second cancel leaves it to finish alone
                 await asyncio.shield(dropping)
-        registry.broker.release(claim)
+        pages.broker.release(claim)
         if ran:  # a call the browser ran counts toward a recycle, and its cookies are read
-            registry.call_ended()
+            pages.call_ended()
 
 
 def refused(error: DomainError, page_id: str, started_at: float, duration_s: float) -> Outcome:
@@ -76,7 +78,8 @@ def refused(error: DomainError, page_id: str, started_at: float, duration_s: flo
 
 
 async def run_plain(
-    page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None, debug: str | None = None
+    pages: PageRegistry, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
+    debug: str | None = None,
 ) -> Outcome:
     """A plain call: wait in line for the page (up to PAGE_WAIT_S; a client
     that goes away leaves the line), then run the action to its end even if
@@ -86,18 +89,18 @@ async def run_plain(
     # behind the page answer 503 after PAGE_WAIT_S if it does not come back
     # (or at once if it failed), as a call arriving during a relaunch should.
     deadline = time.monotonic() + settings.PAGE_WAIT_S
-    await registry.wait_for_browser(page.name, settings.PAGE_WAIT_S)
-    claim = await registry.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
+    await pages.wait_for_browser(page.name, settings.PAGE_WAIT_S)
+    claim = await pages.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
+    return await asyncio.shield(spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
 
-async def run_anywhere(action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
+async def run_anywhere(pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
     """A plain call on `any`: on the first free page (or a pool page opened
     for it), else on the first page that frees within PAGE_WAIT_S, then 409.
     The answer's `page_id` names the page that ran it."""
-    await registry.wait_for_browser(ANY, settings.PAGE_WAIT_S)
-    claim = await registry.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
+    await pages.wait_for_browser(ANY, settings.PAGE_WAIT_S)
+    claim = await pages.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
     page = claim.page
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(spawn(run_claimed(claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))
+    return await asyncio.shield(spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

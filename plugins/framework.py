@@ -28,7 +28,6 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
-from browser.registry import registry
 from core.api import MAY_PASS, ApiError, StatusError, first_line, refusal
 from core.db_thread import persist
 from core.errors import (
@@ -41,7 +40,6 @@ from core.errors import (
 )
 from core.redaction import SecretPath, hide_paths, secret_path
 from core.rest import validated
-from live import human
 from media_store import store
 from plugins import declared
 
@@ -224,9 +222,9 @@ class Context:
     media_held_until: float | None = None
     # Where a job's progress reports go (jobs/progress.py); a plain call keeps none.
     on_progress: Callable[[dict[str, Any]], None] | None = None
-    # Where a job hears that its plugin asks a person, and that the question
-    # ended (None); a plain call has none, and cannot ask.
-    on_human: Callable[[dict[str, Any] | None], None] | None = None
+    # How a job's plugin asks a person on its page (live/human.py), given by
+    # the job; a plain call has none, and cannot ask.
+    ask_person: Callable[[str, float], Awaitable[str]] | None = None
     # What the run keeps for its author (plugins/debug.py): None, "on-failure" or "always".
     debug: str | None = None
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
@@ -251,7 +249,7 @@ class Context:
             raise TypeError("ask_human needs a reason: a sentence that tells the person what to do")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= MAX_ASK_S:
             raise TypeError(f"ask_human's timeout_s is a number of seconds, more than 0 and at most {MAX_ASK_S}")
-        if self.on_human is None:
+        if self.ask_person is None:
             raise PluginError(
                 409, "This action asks a person for help on the way; start it as a job (X-Result-Ttl or "
                 "X-Callback-Url) so that the question can be shown and answered.", self.page_id, retry=False,
@@ -267,7 +265,7 @@ class Context:
             left = deadline.when() - loop.time()
             deadline.reschedule(None)  # a person's time is not the action's
         try:
-            return await human.ask(registry.get(self.page_id), reason, timeout_s, self.on_human)
+            return await self.ask_person(reason, timeout_s)
         finally:
             if deadline is not None and left is not None and deadline.when() is None and not deadline.expired():
                 deadline.reschedule(loop.time() + left)

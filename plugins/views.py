@@ -15,7 +15,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers
 
 from browser.pages import ManagedPage, validate_page_id
-from browser.registry import registry
+from browser.registry import pages_of
 from browser.schema import PAGE_ID
 from core.api import ApiError
 from core.bounded_http import MAX_HEAD_BYTES
@@ -250,13 +250,14 @@ class PluginCall(ApiView):
             validate_page_id(page_id)
         found = find_action(family, action)
         params = found.validate(data) if found else {}
-        page = None if anywhere else registry.get(page_id)
+        pages = pages_of(request)
+        page = None if anywhere else pages.get(page_id)
         if found is None:
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
         if job_options is not None:
             return await self.jobs.start(request, page=page, action=found, params=params, lease_id=lease_id, options=job_options)
         outcome = await (
-            run_anywhere(found, params, debug_mode) if anywhere else run_plain(page, found, params, lease_id, debug_mode)
+            run_anywhere(pages, found, params, debug_mode) if anywhere else run_plain(pages, page, found, params, lease_id, debug_mode)
         )
         return answer(ActionOutcome, outcome.body, outcome.status)
 
@@ -276,8 +277,9 @@ class PrimitiveCall(ApiView):
         validate_page_id(page_id)
         found = primitives.actions.get(name)
         params = found.validate(data) if found else {}
-        page = registry.get(page_id)
+        pages = pages_of(request)
+        page = pages.get(page_id)
         if found is None:
             raise ApiError(404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id)
-        outcome = await run_plain(page, found, params, request.headers.get("X-Lease"))
+        outcome = await run_plain(pages, page, found, params, request.headers.get("X-Lease"))
         return answer(ActionOutcome, outcome.body, outcome.status)

@@ -25,7 +25,6 @@ from typing import Any
 
 from django.conf import settings
 
-from browser.registry import registry
 from core import events, metrics
 from core.api import refusal
 from core.db_thread import on_db_thread
@@ -33,7 +32,6 @@ from core.errors import JobNotCancellable, NoSuchAction, Refusal, ScheduleOverla
 from core.events import Event
 from core.routes import ANY
 from core.tasks import spawn
-from core.tracker import tracker
 from jobs.models import Job
 from jobs.options import DEFAULT_BACKOFF_S, JobOptions
 from jobs.runner import JobRunner
@@ -115,7 +113,7 @@ class ScheduleFirer:
         A due schedule whose previous fire is still in hand waits for that
         fire's end (which wakes the loop), not in a busy loop."""
         earliest = await on_db_thread(earliest_fire_at)()
-        tracker.wake_at(earliest)  # a supervisor wakes a sleeping worker for it
+        self.runner.tracker.wake_at(earliest)  # a supervisor wakes a sleeping worker for it
         delay = settings.SCHEDULE_CHECK_S
         if earliest is not None:
             delay = min(delay, earliest - time.time())
@@ -244,7 +242,7 @@ class ScheduleFirer:
         if action is None:
             raise NoSuchAction(f"No plugin action {schedule.plugin}.", schedule.page_id)
         params = action.validate(schedule.params)
-        page = None if schedule.page_id == ANY else registry.get(schedule.page_id)
+        page = None if schedule.page_id == ANY else self.runner.pages.get(schedule.page_id)
         options = JobOptions(
             ttl=schedule.result_ttl,
             callback=schedule.callback_url,

@@ -13,7 +13,7 @@ import pytest
 from harness.worker import WorkerProcess, chromium_processes
 from tests.support.site import Site
 
-pytest_plugins = ["harness.plugin_kit"]
+pytest_plugins = ["harness.plugin_kit", "tests.support.runtime"]
 
 TEST_PLUGINS = os.environ.get("TEST_PLUGINS", "plugins.web,plugins.demo,tests.support.testing_plugins")
 

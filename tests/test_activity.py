@@ -14,7 +14,6 @@ from collections.abc import Callable
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from django.test import AsyncRequestFactory
 
 from activity import log as request_log
 from activity.models import RequestLogEntry
@@ -249,14 +248,14 @@ def test_idle_seconds_grow_and_only_client_requests_reset_them(api):
     assert after_poll["last_activity_at"] > later["last_activity_at"]
 
 
-async def test_the_activity_reads_the_job_counts_it_is_given(settings):
+async def test_the_activity_reads_the_job_counts_it_is_given(settings, request_factory):
     settings.PENELOPE_KEY = "in-process-key"
 
     async def counts() -> tuple[int, int]:
         return 2, 1
 
     view = ActivityView.as_view(job_counts=counts)
-    response = await view(AsyncRequestFactory().get("/api/v1/activity", headers={"Authorization": "Bearer in-process-key"}))
+    response = await view(request_factory.get("/api/v1/activity", headers={"Authorization": "Bearer in-process-key"}))
     body = json.loads(response.content)
     assert (body["jobs_in_flight"], body["webhooks_pending"], body["idle_seconds"]) == (2, 1, 0.0)
 
@@ -316,11 +315,10 @@ def test_the_workload_window_defaults_to_an_hour(api):
 @pytest.mark.django_db(transaction=True)
 def test_workload_arithmetic_counts_jobs_and_skips_their_202():
     now = time.time()
-    request_log.flush()  # rows other in-process tests left in the buffer...
-    RequestLogEntry.objects.all().delete()  # ...are not this test's
+    buffer = request_log.RequestLog()
 
     def http(route: str, status: int, ms: float, age_s: float = 10, method: str = "GET") -> None:
-        request_log.record(
+        buffer.record(
             method=method, route=route, path="/api/v1/main/" + route, page_id="main",
             status=status, started_at=now - age_s, duration_ms=ms,
         )
@@ -332,9 +330,9 @@ def test_workload_arithmetic_counts_jobs_and_skips_their_202():
     http("pages", 202, 5.0)  # a 202 outside the plugin routes is counted
     http("pages", 200, 1.0, age_s=7200)  # outside the window
     job = {"family": "web", "action": "open", "page_id": "main", "job_id": "j1"}
-    request_log.record_job(**job, started_at=now - 45)  # the job's start row
-    request_log.record_job(**job, status=200, started_at=now - 45, duration_ms=40_000)  # and its end row
-    assert request_log.flush() == 106
+    buffer.record_job(**job, started_at=now - 45)  # the job's start row
+    buffer.record_job(**job, status=200, started_at=now - 45, duration_ms=40_000)  # and its end row
+    assert buffer.flush() == 106
     assert RequestLogEntry.objects.count() == 106
 
     body = request_log.workload(window_s=3600, now=now)
@@ -354,13 +352,13 @@ def test_workload_arithmetic_counts_jobs_and_skips_their_202():
 def test_sweep_deletes_rows_past_the_retention(settings):
     settings.REQUEST_LOG_RETENTION_S = 100
     now = time.time()
-    request_log.flush()
+    buffer = request_log.RequestLog()
     for age in (10, 99, 101, 5000):
-        request_log.record(
+        buffer.record(
             method="GET", route="pages", path="/api/v1/pages", page_id=None, status=200,
             started_at=now - age, duration_ms=1,
         )
-    request_log.flush()
+    buffer.flush()
     assert request_log.sweep_request_log(now) == 2
     assert sorted(round(now - t) for t in RequestLogEntry.objects.values_list("started_at", flat=True)) == [10, 99]
 

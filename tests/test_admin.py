@@ -149,11 +149,12 @@ def test_manage_jobs_says_an_expired_job_is_removed_at_the_next_sweep(db):
     assert "expires in  expired, removed at the next sweep" in out.getvalue()
 
 
-def test_a_running_job_links_its_live_view(operator):
+def test_a_running_job_links_its_live_view(operator, runtime, runtime_client):
     from browser.pages import ManagedPage
-    from browser.registry import registry
-    from live.links import links
 
+    operator = runtime_client
+    operator.login(username="operator", password="pw")
+    registry, links = runtime.pages, runtime.links
     now = time.time()
     Job.objects.create(id="00000000000000f1", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, started_at=now)
     Job.objects.create(
@@ -174,7 +175,6 @@ def test_a_running_job_links_its_live_view(operator):
         assert operator.get("/admin/jobs/job/00000000000000f2/live/").status_code == 404  # ended: no link
     finally:
         links.revoke_page("watched")
-        del registry.pages["watched"]
 
 
 def test_a_job_shows_its_family_version_and_opens_its_artifacts_safely(operator, settings, tmp_path):

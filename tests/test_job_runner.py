@@ -11,8 +11,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from browser.pages import ManagedPage
-from browser.registry import registry
-from browser.runner import Browser
 from core.db_thread import on_db_thread
 from core.errors import JobNotCancellable, KeyInFlight, KeyReused, NoSuchJob, PageBusy
 from jobs.models import Job
@@ -27,17 +25,17 @@ SLEEP = testing_plugins.family.actions["sleep"]
 
 
 @pytest.fixture
-async def page(settings, tmp_path) -> AsyncIterator[ManagedPage]:
+async def page(settings, tmp_path, runtime) -> AsyncIterator[ManagedPage]:
     settings.PROFILE_DIR = tmp_path / "profile"
     settings.MEDIA_DIR = tmp_path / "media"
     settings.CANCEL_GRACE_S = 2
-    browser = Browser()
-    registry.attach(browser, await browser.start())
+    browser = runtime.browser
+    runtime.pages.attach(browser, await browser.start())
     try:
-        yield registry.get("main")
+        yield runtime.pages.get("main")
     finally:
         await browser.stopping()
-        registry.detach()
+        runtime.pages.detach()
         await browser.close()
 
 
@@ -46,8 +44,8 @@ async def start(runner: JobRunner, page: ManagedPage, seconds: float, **options)
     return await runner.submit(page=page, action=SLEEP, params=params, lease_id=None, options=JobOptions(ttl=30, **options))
 
 
-async def test_a_job_from_start_to_forget(page):
-    runner = JobRunner()
+async def test_a_job_from_start_to_forget(page, runtime):
+    runner = runtime.jobs
     job = await start(runner, page, 0.3)
     runner.check()
     run = runner.running[job.id]
@@ -70,8 +68,8 @@ async def test_a_job_from_start_to_forget(page):
     runner.check()
 
 
-async def test_a_cancel_ends_the_job_cancelled_once(page):
-    runner = JobRunner()
+async def test_a_cancel_ends_the_job_cancelled_once(page, runtime):
+    runner = runtime.jobs
     job = await start(runner, page, 60)
     waiting = asyncio.ensure_future(runner.wait(job.id, 30))
     await asyncio.sleep(0)  # the long-poll is registered
@@ -85,8 +83,8 @@ async def test_a_cancel_ends_the_job_cancelled_once(page):
         await runner.cancel(job.id)
 
 
-async def test_a_key_in_flight_is_refused_and_a_repeat_answers_the_same_job(page):
-    runner = JobRunner()
+async def test_a_key_in_flight_is_refused_and_a_repeat_answers_the_same_job(page, runtime):
+    runner = runtime.jobs
     first, second = await asyncio.gather(
         start(runner, page, 0, idempotency_key="k"), start(runner, page, 0, idempotency_key="k"),
         return_exceptions=True,
@@ -102,8 +100,8 @@ async def test_a_key_in_flight_is_refused_and_a_repeat_answers_the_same_job(page
     runner.check()
 
 
-async def test_a_stop_leaves_the_job_running_for_recovery(page):
-    runner = JobRunner()
+async def test_a_stop_leaves_the_job_running_for_recovery(page, runtime):
+    runner = runtime.jobs
     job = await start(runner, page, 60)
     await runner.stop()
     assert runner.running == {} and not page.busy
@@ -114,8 +112,8 @@ async def test_a_stop_leaves_the_job_running_for_recovery(page):
 FLAKY = testing_plugins.family.actions["flaky"]
 
 
-async def test_a_retried_job_keeps_the_invariants_through_its_back_off_and_its_next_attempt(page, tmp_path):
-    runner = JobRunner()
+async def test_a_retried_job_keeps_the_invariants_through_its_back_off_and_its_next_attempt(page, runtime, tmp_path):
+    runner = runtime.jobs
     params = FLAKY.validate({"path": str(tmp_path / "attempts"), "failures": 1, "status": 502})
     job = await runner.submit(
         page=page, action=FLAKY, params=params, lease_id=None, options=JobOptions(ttl=30, retries=1, retry_backoff=0.3)

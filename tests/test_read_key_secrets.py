@@ -14,12 +14,10 @@ import secrets
 import httpx
 import pytest
 from django.http import JsonResponse
-from django.test import AsyncRequestFactory
 from websockets.sync.client import connect
 
 from activity.middleware import ApiAccountingMiddleware
 from core.redaction import HIDDEN, hide_paths, secret_path
-from core.tracker import tracker
 from harness.receiver import Receiver
 from harness.waker import WakerProcess
 from harness.worker import TEST_KEY, wait_until
@@ -194,24 +192,21 @@ def keys(settings):
 
 
 @pytest.mark.parametrize(("key", "counts"), [(READER, False), (TEST_KEY, True)])
-async def test_only_the_full_keys_requests_are_client_activity(keys, key, counts):
+async def test_only_the_full_keys_requests_are_client_activity(keys, key, counts, runtime, request_factory):
     in_flight_during = []
+    tracker = runtime.tracker
 
     async def view(request):
         in_flight_during.append(tracker.requests_in_flight)
         return JsonResponse({"success": True})
 
     gate = ApiAccountingMiddleware(view)
-    saved = (tracker.last_activity_at, tracker.requests_in_flight)
-    tracker.last_activity_at, tracker.requests_in_flight = 1.0, 0
-    try:
-        request = AsyncRequestFactory().get("/api/v1/jobs", headers={"Authorization": f"Bearer {key}"})
-        await gate(request)
-        assert in_flight_during == [1 if counts else 0]
-        assert tracker.requests_in_flight == 0
-        assert (tracker.last_activity_at > 1.0) is counts
-    finally:
-        tracker.last_activity_at, tracker.requests_in_flight = saved
+    tracker.last_activity_at = 1.0
+    request = request_factory.get("/api/v1/jobs", headers={"Authorization": f"Bearer {key}"})
+    await gate(request)
+    assert in_flight_during == [1 if counts else 0]
+    assert tracker.requests_in_flight == 0
+    assert (tracker.last_activity_at > 1.0) is counts
 
 
 def test_secret_paths_hide_what_they_name_and_nothing_else():

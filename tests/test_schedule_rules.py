@@ -11,11 +11,12 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.test import AsyncClient
 
 from core.errors import InvalidSchedule, NoSuchSchedule, ScheduleNameTaken
 from schedules import rules, services
 from schedules.models import Schedule
+from tests.support.runtime import RuntimeAsyncClient
+from worker.runtime import Runtime
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,9 +79,10 @@ BAD_FIELDS = [
 
 
 async def api(method: str, path: str, body: dict | None = None):
-    # AsyncClient sends extra keywords as the ASGI scope's headers.
+    # AsyncClient sends extra keywords as the ASGI scope's headers; each call
+    # is served by a runtime of its own, as a fresh worker's would be.
     data = json.dumps(body) if body is not None else ""
-    send = getattr(AsyncClient(), method)
+    send = getattr(RuntimeAsyncClient(Runtime()), method)
     return await send(f"/api/v1/{path}", data=data, content_type="application/json", AUTHORIZATION=f"Bearer {KEY}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import AsyncClient, RequestFactory
+from django.test import RequestFactory
 
 from core.api import ApiError
 from core.envelope import read_json_object
@@ -261,11 +261,11 @@ def key(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_schedule_refuses_parameters_its_action_does_not_declare(key):
+async def test_a_schedule_refuses_parameters_its_action_does_not_declare(key, async_client):
     """A schedule's parameters are checked when it is made, as each fire checks them."""
     body = {"name": "s1", "cron": "0 * * * *", "page_id": "main", "plugin": "demo/open-account", "params": {"handle": "alice", "limit": 5},
             "result_ttl": 60}  # fmt: skip
-    response = await AsyncClient().post(
+    response = await async_client.post(
         "/api/v1/schedules", data=json.dumps(body), content_type="application/json", AUTHORIZATION=f"Bearer {KEY}"
     )
     assert response.status_code == 400, response.content
@@ -275,7 +275,7 @@ async def test_a_schedule_refuses_parameters_its_action_does_not_declare(key):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_job_list_limit_is_ascii_digits(key):
-    refused = await AsyncClient().get("/api/v1/jobs", {"limit": "\uff15"}, AUTHORIZATION=f"Bearer {KEY}")
+async def test_the_job_list_limit_is_ascii_digits(key, async_client):
+    refused = await async_client.get("/api/v1/jobs", {"limit": "\uff15"}, AUTHORIZATION=f"Bearer {KEY}")
     assert refused.status_code == 400 and refused.json()["error"].startswith("Invalid parameter 'limit': a whole number")
-    assert (await AsyncClient().get("/api/v1/jobs", {"limit": "5"}, AUTHORIZATION=f"Bearer {KEY}")).status_code == 200
+    assert (await async_client.get("/api/v1/jobs", {"limit": "5"}, AUTHORIZATION=f"Bearer {KEY}")).status_code == 200

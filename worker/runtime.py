@@ -13,13 +13,19 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from browser.registry import registry
+from activity.log import RequestLog
+from browser.registry import PageRegistry
 from browser.runner import Browser
 from core import events
 from core.events import Event, OnEvent
 from core.loops import Loop
 from core.tasks import spawn
+from core.tracker import Tracker
+from jobs.run import WorkerParts
 from jobs.runner import JobRunner
+from live.human import Questions
+from live.links import Links
+from live.screencast import Casts
 from schedules.firing import ScheduleFirer
 
 log = logging.getLogger("penelope.worker")
@@ -30,8 +36,19 @@ __all__ = ["Loop", "Runtime"]
 class Runtime:
     def __init__(self) -> None:
         self.browser = Browser()
+        # The open pages by name, and the broker that hands them out.
+        self.pages = PageRegistry()
+        # Requests in flight, the last activity, the next wake: what the waker reads.
+        self.tracker = Tracker()
+        # Rows of the request log not flushed yet.
+        self.request_log = RequestLog()
+        # The live view: links to pages, the screencasts of the watched ones,
+        # and the questions plugins ask a person there.
+        self.links = Links(self.pages)
+        self.casts = Casts()
+        self.questions = Questions(self.links, self.casts)
         # The jobs this worker runs, queues and keeps (jobs/runner.py).
-        self.jobs = JobRunner()
+        self.jobs = JobRunner(WorkerParts(self.pages, self.request_log, self.questions), self.tracker)
         # The schedules' loop, which starts jobs on the same runner.
         self.schedules = ScheduleFirer(self.jobs)
         self.loops: list[Loop] = []
@@ -53,7 +70,7 @@ class Runtime:
         for step in self.startup_steps:
             await step()
         first_tab = await self.browser.start()
-        registry.attach(self.browser, first_tab)
+        self.pages.attach(self.browser, first_tab)
         self.browser.on_failed = self._browser_failed
         self._tasks = [spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
         self._tasks += [spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
@@ -77,5 +94,5 @@ class Runtime:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        registry.detach()
+        self.pages.detach()
         await self.browser.close()

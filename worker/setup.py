@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 from django.conf import settings
 
-from activity import log as request_log
-from activity.log import sweep_request_log_batch
+from activity.log import BROWSER_EVENTS, sweep_request_log_batch
 from browser.pool import close_idle
 from browser.processes import charged_bytes
 from browser.purge import purge_loop_step
-from browser.registry import registry
+from browser.registry import PageRegistry
 from core.db_thread import VACUUM_PAGES, adrain, on_db_thread, release_free_pages
 from jobs.delivery import Deliverer
 from jobs.services import arecover, asweep
@@ -43,24 +43,19 @@ async def sweep_store() -> None:
     await adrain(release_free_pages, full=VACUUM_PAGES)
 
 
-async def check_browser_memory() -> None:
+async def check_browser_memory(pages: PageRegistry) -> None:
     """BROWSER_MAX_MB: read the browser's charged memory (off the loop) and
     let the browser recycle itself when it passed the bound."""
-    browser = registry.browser
+    browser = pages.browser
     if browser is not None:
         browser.memory_checked(await asyncio.to_thread(charged_bytes))
-
-
-async def close_idle_pool_pages() -> None:
-    """POOL_PAGE_IDLE_S: the pages `any` opened and nobody used since."""
-    await close_idle(registry)
 
 
 def build_runtime() -> Runtime:
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
-    deliverer = Deliverer()
+    deliverer = Deliverer(tracker=runtime.tracker)
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
     runtime.listeners.append((deliverer.HEARS, deliverer.on_event))
@@ -72,15 +67,17 @@ def build_runtime() -> Runtime:
     runtime.shutdown_steps.append(runtime.jobs.stop)
     # The request log, media orphans, the memory purge.
     runtime.startup_steps.append(media_store.adrop_orphans_at_start)
+    request_log, pages = runtime.request_log, runtime.pages
     runtime.loops.append(Loop("request log", request_log.aflush, settings.REQUEST_LOG_FLUSH_S))
     # The browser's relaunches and the pages' crashes, into the request log.
-    runtime.listeners.append((request_log.BROWSER_EVENTS, request_log.record_browser_event))
+    runtime.listeners.append((BROWSER_EVENTS, request_log.record_browser_event))
     runtime.browser.on_refused = request_log.record_refusal
     runtime.loops.append(Loop("store sweep", sweep_store, settings.SWEEP_S))
-    runtime.loops.append(Loop("memory purge", purge_loop_step, settings.PURGE_S))
-    runtime.loops.append(Loop("pool pages", close_idle_pool_pages, min(settings.POOL_PAGE_IDLE_S, 30)))
+    runtime.loops.append(Loop("memory purge", partial(purge_loop_step, pages), settings.PURGE_S))
+    # POOL_PAGE_IDLE_S: the pages `any` opened and nobody used since.
+    runtime.loops.append(Loop("pool pages", partial(close_idle, pages), min(settings.POOL_PAGE_IDLE_S, 30)))
     if settings.BROWSER_MAX_MB:
-        runtime.loops.append(Loop("browser memory", check_browser_memory, settings.BROWSER_CHECK_S))
+        runtime.loops.append(Loop("browser memory", partial(check_browser_memory, pages), settings.BROWSER_CHECK_S))
     # After the jobs are cancelled, so their rows are written too.
     runtime.shutdown_steps.append(request_log.aflush)
     return runtime
