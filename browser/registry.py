@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -19,7 +20,7 @@ from core.runtime import runtime_of
 from core.tasks import spawn
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import BrowserContext, Page
 
     from browser.runner import Browser
 
@@ -36,6 +37,8 @@ class PageRegistry:
         self.broker = Broker(self)
         # One memory purge of these pages at a time (browser/purge.py).
         self.purging = asyncio.Lock()
+        # The browser contexts whose trace a debug call records now (plugins/debug.py).
+        self.tracing: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
 
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser

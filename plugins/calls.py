@@ -47,7 +47,7 @@ async def run_claimed(
         page.refused = None
         ran = True
         if ctx.debug:
-            recorder = Recorder(ctx.debug, tab, f"{action.route} on page {page.name}")
+            recorder = Recorder(ctx.debug, tab, f"{action.route} on page {page.name}", pages.tracing)
             recorder.start()
             await recorder.start_trace()
         try:

@@ -46,9 +46,6 @@ MAX_TEXT = 2000
 CAPTURE_TIMEOUT_S = 10
 ARTIFACTS = ("screenshot", "html", "console", "network", "trace")
 
-# The contexts whose trace a call records now: Playwright runs one at a time.
-_tracing: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
-
 
 def parse_mode(raw: str | None) -> str | None:
     """X-Debug as sent, or 400. None: not sent (DEBUG_ARTIFACTS decides).
@@ -75,8 +72,11 @@ def clip(text: str | None) -> str | None:
 class Recorder:
     """One run's watch on its tab, from `begin` to `finish` (or `discard`)."""
 
-    def __init__(self, mode: str, tab: Page, title: str) -> None:
+    def __init__(self, mode: str, tab: Page, title: str, tracing: weakref.WeakSet[BrowserContext]) -> None:
+        """`tracing`: the browser contexts whose trace a call records now, the
+        worker's (Playwright records one at a time)."""
         self.mode = mode
+        self.tracing = tracing
         self.tab = tab
         self.title = title
         self.began = time.time()
@@ -98,10 +98,10 @@ class Recorder:
         for event, listener in self._listeners:
             self.tab.on(event, listener)
         context = self.tab.context
-        if context in _tracing:
+        if context in self.tracing:
             self.notes.append("No trace: another call on this browser was recording one (one at a time).")
             return
-        _tracing.add(context)
+        self.tracing.add(context)
         self.context = context
 
     async def start_trace(self) -> None:
@@ -115,7 +115,7 @@ class Recorder:
             self.context = None
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it did not start in time"
             self.notes.append(f"No trace: the browser refused to record one ({reason}).")
-            _release_later(context)
+            _release_later(context, self.tracing)
 
     # --- what the tab reports while the action runs ------------------------------------
 
@@ -165,9 +165,9 @@ class Recorder:
         except (PlaywrightError, TimeoutError) as error:
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it took too long"
             self.notes.append(f"No trace: it could not be saved ({reason}).")
-            _release_later(context)
+            _release_later(context, self.tracing)
             return False
-        _tracing.discard(context)
+        self.tracing.discard(context)
         return path is not None
 
     async def discard(self) -> None:
@@ -239,7 +239,7 @@ class Recorder:
         return data, "application/zip", "trace.zip"
 
 
-def _release_later(context: BrowserContext) -> None:
+def _release_later(context: BrowserContext, tracing: weakref.WeakSet[BrowserContext]) -> None:
     """A trace whose start or stop was given up on may still be running in
     the browser: stop it for good in the background, and only then let
     another call record one."""
@@ -250,7 +250,7 @@ def _release_later(context: BrowserContext) -> None:
         except PlaywrightError:
             pass  # stopped already, or the browser is gone
         finally:
-            _tracing.discard(context)
+            tracing.discard(context)
 
     spawn(release(), about="stopping an abandoned debug trace")
 

@@ -17,10 +17,9 @@ from tests.support.live import click_and_type, fields_of, make_link, metric, pas
 # --- the site -----------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def no_codes_left():
-    yield
-    sign_in.pending.clear()
+@pytest.fixture
+def client(runtime_client):
+    return runtime_client
 
 
 def code_of(response) -> str:
@@ -47,9 +46,9 @@ def test_a_sign_in_stops_at_a_checkpoint_whose_code_is_in_the_inbox(client):
     assert client.post("/demo/check-point/alice/", {"code": code}).status_code == 404  # used up
 
 
-def test_five_wrong_codes_drop_it_and_a_missing_account_gets_none(client):
+def test_five_wrong_codes_drop_it_and_a_missing_account_gets_none(client, runtime):
     assert client.post("/demo/sign-in/", {"handle": "ghost"}).status_code == 404
-    assert "ghost" not in sign_in.pending
+    assert "ghost" not in runtime.demo_codes.pending
     client.post("/demo/sign-in/", {"handle": "bob"})
     code = code_of(client.get("/demo/mail-inbox/bob/"))
     for _ in range(sign_in.MAX_TRIES):
@@ -82,9 +81,10 @@ def test_only_the_forms_take_posts_and_the_setting_turns_them_off(client, settin
 
 
 def test_pending_codes_are_bounded():
+    codes = sign_in.SignInCodes()
     for number in range(sign_in.MAX_PENDING + 5):
-        sign_in.send_code(f"user{number}")
-    assert len(sign_in.pending) == sign_in.MAX_PENDING and "user0" not in sign_in.pending
+        codes.send_code(f"user{number}")
+    assert len(codes.pending) == sign_in.MAX_PENDING and "user0" not in codes.pending
 
 
 # --- demo/sign-in, a person in the loop ----------------------------------------------------

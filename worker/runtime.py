@@ -21,6 +21,7 @@ from core.events import Event, OnEvent
 from core.loops import Loop
 from core.tasks import spawn
 from core.tracker import Tracker
+from demo_site.sign_in import SignInCodes
 from jobs.run import WorkerParts
 from jobs.runner import JobRunner
 from live.human import Questions
@@ -47,6 +48,10 @@ class Runtime:
         self.links = Links(self.pages)
         self.casts = Casts()
         self.questions = Questions(self.links, self.casts)
+        # One-shot media links being downloaded now (media_store/views.py).
+        self.downloading: set[str] = set()
+        # The demo site's sign-in codes not used yet (demo_site/sign_in.py).
+        self.demo_codes = SignInCodes()
         # The jobs this worker runs, queues and keeps (jobs/runner.py).
         self.jobs = JobRunner(WorkerParts(self.pages, self.request_log, self.questions), self.tracker)
         # The schedules' loop, which starts jobs on the same runner.
