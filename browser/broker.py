@@ -48,11 +48,10 @@ from django.conf import settings
 from browser.line import Line, Waiter
 from browser.pages import Claim, ManagedPage
 from browser.pool import next_pool_name
-from core import events
 from core.errors import LeaseRequired, PageBusy, PageNotOpen
 from core.events import Event
 from core.routes import ANY
-from core.tasks import spawn
+from core.tasks import Tasks
 
 log = logging.getLogger("penelope.pages")
 
@@ -62,9 +61,11 @@ class WaitCancelled(Exception):
 
 
 class Opener(Protocol):
-    """What the broker needs of the page registry: the open pages, and a way to open one."""
+    """What the broker needs of the page registry: the open pages, a way to
+    open one, and where its background tasks are kept."""
 
     pages: dict[str, ManagedPage]
+    tasks: Tasks
 
     def reserve(self, page_id: str) -> ManagedPage:
         """A new page under `page_id`, held by its opening, before it has a tab."""
@@ -218,7 +219,7 @@ class Broker:
             page.job_id = None
         page.held = False
         page.last_used = time.monotonic()
-        events.publish(Event.PAGE_IDLE, page_id=page.name, job_id=claim.job_id)
+        page.publish(Event.PAGE_IDLE, job_id=claim.job_id)
         self.offer(page)
 
     def offer(self, page: ManagedPage) -> None:
@@ -327,7 +328,7 @@ class Broker:
         if job_id is not None:
             page.job_id = job_id
         claim = self.claims[page.name] = Claim(page=page, lease=lease, job_id=job_id)
-        events.publish(Event.PAGE_BUSY, page_id=page.name, job_id=job_id)
+        page.publish(Event.PAGE_BUSY, job_id=job_id)
         return claim
 
     async def _any_now(self, job_id: str | None) -> Claim | None:
@@ -352,7 +353,7 @@ class Broker:
         while len(self.any_line) > self._opening_for_any and len(self.pages) < settings.MAX_PAGES:
             page = self.registry.reserve(next_pool_name(self.pages))
             self._opening_for_any += 1
-            spawn(self._opened_for_any(page), about=f"opening page {page.name} for a waiter on any")
+            self.registry.tasks.spawn(self._opened_for_any(page), about=f"opening page {page.name} for a waiter on any")
 
     async def _opened_for_any(self, page: ManagedPage) -> None:
         try:

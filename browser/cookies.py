@@ -12,7 +12,7 @@ from typing import Any
 from playwright.async_api import BrowserContext
 
 from core.api import error_line
-from core.tasks import spawn
+from core.tasks import Tasks
 
 log = logging.getLogger("penelope.browser")
 
@@ -34,7 +34,8 @@ class CookieJar:
     always one after the last call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tasks: Tasks) -> None:
+        self.tasks = tasks
         self.cookies: list[dict[str, Any]] | None = None
         self._reading: asyncio.Task | None = None
         self._again = False
@@ -46,7 +47,7 @@ class CookieJar:
         if self._reading is not None and not self._reading.done():
             self._again = True
             return
-        self._reading = spawn(self._read(context), about="a read of the persona's cookies")
+        self._reading = self.tasks.spawn(self._read(context), about="a read of the persona's cookies")
 
     async def _read(self, context: Callable[[], BrowserContext | None]) -> None:
         while True:

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from browser.line import Line
 from browser.tabs import url_of
-from core import events, metrics
+from core import metrics
 from core.errors import InvalidPageId, LeaseRequired, PageBusy
-from core.events import Event
+from core.events import Bus, Event
 from core.routes import RESERVED_PAGE_IDS  # first path segments the API router uses; a page cannot take them
 
 if TYPE_CHECKING:
@@ -132,6 +132,9 @@ class ManagedPage:
     # The last replacement of the tab, shown in the page's state:
     # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
     reopened: dict | None = None
+    # Where its changes are published: its worker's bus (None: a page outside
+    # a worker, whose changes nobody hears).
+    bus: Bus | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.tab is not None:
@@ -153,7 +156,7 @@ class ManagedPage:
         self.tab_lost(f"Page {self.name}'s renderer crashed during the call; the page is reopened for the next call.")
         metrics.page_crashed()
         log.warning("page %s: the renderer crashed (at %s)", self.name, url_of(tab) or "about:blank")
-        events.publish(Event.PAGE_CRASHED, page_id=self.name, job_id=self.job_id, detail={"url": url_of(tab)})
+        self.publish(Event.PAGE_CRASHED, job_id=self.job_id, detail={"url": url_of(tab)})
 
     def tab_lost(self, fault: str) -> None:
         self.tab_generation += 1
@@ -181,7 +184,12 @@ class ManagedPage:
         return self.lease
 
     def _publish(self, event: Event) -> None:
-        events.publish(event, page_id=self.name, job_id=self.job_id)
+        self.publish(event, job_id=self.job_id)
+
+    def publish(self, event: Event, *, job_id: str | None, detail: dict | None = None) -> None:
+        """Publish one of the page's changes on its worker's bus."""
+        if self.bus is not None:
+            self.bus.publish(event, page_id=self.name, job_id=job_id, detail=detail)
 
     def check_lease(self, lease_id: str | None) -> Lease | None:
         """The lease a call runs under, or 423 when the call may not run."""

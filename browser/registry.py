@@ -16,8 +16,9 @@ from browser.pages import MAIN_PAGE, PAGE_CRASHED, ManagedPage, validate_page_id
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
+from core.events import Bus
 from core.runtime import runtime_of
-from core.tasks import spawn
+from core.tasks import Tasks
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page
@@ -31,7 +32,9 @@ class PageRegistry:
     """The open pages by name, at most MAX_PAGES of them; what the browser
     tells of its stops and relaunches (browser.runner.BrowserListener)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bus: Bus | None = None, tasks: Tasks | None = None) -> None:
+        self.bus = bus  # where the pages' changes are published
+        self.tasks = tasks or Tasks()
         self.browser: Browser | None = None
         self.pages: dict[str, ManagedPage] = {}
         self.broker = Broker(self)
@@ -43,7 +46,7 @@ class PageRegistry:
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
         browser.listener = self
-        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.broker.offer)}
+        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.broker.offer, bus=self.bus)}
 
     def detach(self) -> None:
         for page in self.pages.values():
@@ -76,7 +79,7 @@ class PageRegistry:
                 continue
             tab = first_tab if name == MAIN_PAGE else await new_tab(self.browser, name)
             if self.pages.get(name) is not page or page.closed:  # closed while its tab opened
-                spawn(close_quietly(tab, name), about=f"closing the tab of page {name}, closed meanwhile")
+                self.tasks.spawn(close_quietly(tab, name), about=f"closing the tab of page {name}, closed meanwhile")
                 continue
             page.set_tab(tab)
             page.mark_reopened(cause.value, page.lost_url)
@@ -138,7 +141,7 @@ class PageRegistry:
         """The page under its name before its tab exists: the name taken
         before any await, so two openers cannot both pass, and the page held
         by its opening, so no call runs on it and no recycle begins under it."""
-        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer)
+        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer, bus=self.bus)
         self.pages[page_id] = page
         return page
 
@@ -173,7 +176,7 @@ class PageRegistry:
         old, page.tab = page.tab, None
         page.on_tab_lost = None  # the plugin that would not stop is no call of the page's any more
         page.tab_generation += 1
-        spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+        self.tasks.spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
         try:
             tab = await self.open_tab(page.name, settings.PAGE_WAIT_S)
         except (BrowserNotRunning, TabLost) as error:
@@ -182,7 +185,7 @@ class PageRegistry:
         if page.tab is None and not page.closed:
             page.set_tab(tab)
         else:
-            spawn(close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
+            self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
 
     async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
         """The page's tab for a call: once the browser takes calls (a relaunch
@@ -198,12 +201,12 @@ class PageRegistry:
             old, crashed = page.tab, page.crashed
             tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
             if browser.state != BrowserState.UP or browser is not self.browser:
-                spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
+                self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
                 continue  # the browser went while the tab opened: wait for the next one
             page.set_tab(tab)
             if crashed:
                 page.mark_reopened(PAGE_CRASHED, url_of(old))
-            spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+            self.tasks.spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
 
     async def open_tab(self, page_id: str, wait_s: float) -> Page:
         """A new tab once the browser takes calls; when it goes while the tab

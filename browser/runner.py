@@ -22,10 +22,10 @@ from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS
 from browser.launch import find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from browser.upstream import Upstream
-from core import events, metrics
+from core import metrics
 from core.api import error_line
-from core.events import Event
-from core.tasks import spawn
+from core.events import Bus, Event
+from core.tasks import Tasks
 
 log = logging.getLogger("penelope.browser")
 
@@ -79,7 +79,9 @@ class Browser:
     attempt failed, `state` is FAILED and `on_failed` ends the worker.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, bus: Bus | None = None, tasks: Tasks | None = None) -> None:
+        self.bus = bus  # where its stops, relaunches and failure are published
+        self.tasks = tasks or Tasks()
         self._playwright: Playwright | None = None
         self.context: BrowserContext | None = None
         self.executable = ""
@@ -93,7 +95,7 @@ class Browser:
         self._relaunch: asyncio.Task | None = None
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
-        self.cookie_jar = CookieJar()
+        self.cookie_jar = CookieJar(self.tasks)
         # BROWSER_REFUSE_PRIVATE: the browser's only way out, started with the
         # first launch and kept across relaunches (browser/egress.py).
         self.egress: Egress | None = None
@@ -148,6 +150,10 @@ class Browser:
         log.info("browser started: %s", self.executable)
         return first_tab
 
+
+    def _publish(self, event: Event, detail: dict) -> None:
+        if self.bus is not None:
+            self.bus.publish(event, page_id=None, detail=detail)
     def _start_egress(self) -> Egress:
         if self.egress is None:
             egress = Egress(
@@ -229,10 +235,10 @@ class Browser:
             return
         self.state = BrowserState.RELAUNCHING
         self._up.clear()
-        events.publish(Event.BROWSER_DOWN, page_id=None, detail={"cause": cause.value})
+        self._publish(Event.BROWSER_DOWN, {"cause": cause.value})
         if self.listener is not None:
             self.listener.browser_down(cause)
-        self._relaunch = spawn(self._relaunch_with_backoff(cause), about=f"the browser's relaunch ({cause})")
+        self._relaunch = self.tasks.spawn(self._relaunch_with_backoff(cause), about=f"the browser's relaunch ({cause})")
 
     async def _relaunch_with_backoff(self, cause: Cause) -> None:
         began = time.monotonic()
@@ -263,14 +269,14 @@ class Browser:
         metrics.browser_relaunched(cause, took)
         self._set_up()
         log.info("browser up again after %.2f s (%s, attempt %d)", took, cause, attempt)
-        events.publish(Event.BROWSER_UP, page_id=None, detail={"cause": cause.value, "took_s": round(took, 3)})
+        self._publish(Event.BROWSER_UP, {"cause": cause.value, "took_s": round(took, 3)})
 
     def _fail(self, why: str) -> None:
         self.state = BrowserState.FAILED
         self.failure = why
         self._up.set()  # waiters wake and see FAILED
         log.critical("the browser cannot be launched again (%s); the worker exits", why)
-        events.publish(Event.BROWSER_FAILED, page_id=None, detail={"error": why})
+        self._publish(Event.BROWSER_FAILED, {"error": why})
         if self.on_failed is not None and not self._stopped:
             self.on_failed(why)
 

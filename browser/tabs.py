@@ -13,7 +13,6 @@ from playwright.async_api import Error as PlaywrightError
 from browser.runner import BrowserUnavailable
 from core.api import error_line
 from core.errors import TabLost
-from core.tasks import spawn
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -51,9 +50,9 @@ async def new_tab(browser: Browser, page_id: str) -> Page:
             return tab
         except (PlaywrightError, TimeoutError) as error:
             failure = error
-            spawn(close_quietly(tab, page_id), about=f"closing a tab of page {page_id} that did not answer")
+            browser.tasks.spawn(close_quietly(tab, page_id), about=f"closing a tab of page {page_id} that did not answer")
         except BaseException:  # cancelled (a client went away): the tab is nobody's
-            spawn(close_quietly(tab, page_id), about=f"closing a tab of page {page_id} nobody waits for")
+            browser.tasks.spawn(close_quietly(tab, page_id), about=f"closing a tab of page {page_id} nobody waits for")
             raise
     reason = error_line(failure) if failure is not None and str(failure) else "it did not answer"
     raise TabLost(f"The browser could not open a tab for page {page_id}: {reason}", page_id)

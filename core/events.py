@@ -32,7 +32,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from core import metrics
-from core.tasks import spawn
+from core.tasks import Tasks
 
 log = logging.getLogger("penelope.events")
 
@@ -77,7 +77,8 @@ class Bus:
     only while one is connected. A listener's error is logged, never raised
     into the publisher."""
 
-    def __init__(self) -> None:
+    def __init__(self, tasks: Tasks | None = None) -> None:
+        self.tasks = tasks or Tasks()  # the sockets' sends
         self.sockets = 0  # event sockets connected: the JSON text is built only while one is
         self._listeners: dict[Event, list[OnEvent]] = collections.defaultdict(list)
 
@@ -137,12 +138,4 @@ class Bus:
         # and a string costs nothing to copy. One task per event; tasks start
         # in the order they are created, so sockets get events in order.
         message = {**message, "text": json.dumps(sent, separators=(",", ":"))}
-        spawn(get_channel_layer().group_send(GROUP, message), about=f"the event {event.value}")
-
-
-bus = Bus()
-
-
-
-# Every publisher calls this: the bus's own `publish`.
-publish = bus.publish
+        self.tasks.spawn(get_channel_layer().group_send(GROUP, message), about=f"the event {event.value}")

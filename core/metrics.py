@@ -3,7 +3,7 @@ histograms, and the hooks that feed them from the few places where things
 happen.
 
 - a request's end: the activity gate (`observe_request`);
-- a job's start and end: the event bus (`core.events.publish` calls `on_event`),
+- a job's start and end: the event bus (`Bus.publish` calls `on_event`),
   and recovery at start for the jobs a previous run left running;
 - a webhook attempt's outcome: `jobs.delivery.post` (`webhook_attempt`);
 - a memory purge: `browser.purge` (`purged`);

@@ -25,12 +25,12 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
-from core import events, metrics
+from core import metrics
 from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
-from core.events import Event
+from core.events import Bus, Event
 from core.redaction import url_for_log
-from core.tasks import spawn
+from core.tasks import Tasks
 from core.tracker import Tracker
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
@@ -70,6 +70,14 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
             body = json.dumps(job_body(job, now), separators=(",", ":")).encode()
             attempts.append(Attempt(job.id, job.page_id, job.callback, number, body, job.finished_at))
     return attempts
+
+
+def claim_round(owner: str, now: float, limit: int) -> tuple[list[Attempt], float | None]:
+    """A deliverer's round in one trip to the database thread: the attempts
+    due now claimed for `owner` (at most `limit`, none when it has no room),
+    then how long until the next unclaimed one comes due."""
+    attempts = claim_due_attempts(owner, now, limit) if limit > 0 else []
+    return attempts, seconds_until_next_attempt(time.time())
 
 
 def classify(status: int) -> str:
@@ -194,14 +202,6 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
     )
     delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
     metrics.webhook_attempt(outcome, duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
-    if outcome != DeliveryAttempt.Outcome.RETRY:
-        events.publish(
-            Event.JOB_DELIVERED if outcome == DeliveryAttempt.Outcome.DELIVERED else Event.JOB_GAVE_UP,
-            page_id=attempt.page_id,
-            job_id=attempt.job_id,
-            job=lambda: json.loads(attempt.body),  # the job as this attempt POSTed it
-            attempt=attempt.number,
-        )
     return outcome
 
 
@@ -224,11 +224,16 @@ class Deliverer:
     end. `stop()` ends it after the sends in hand are sent and recorded.
     """
 
-    def __init__(self, concurrency: int = 32, idle_wait_s: float | None = None, tracker: Tracker | None = None) -> None:
+    def __init__(
+        self, concurrency: int = 32, idle_wait_s: float | None = None, tracker: Tracker | None = None,
+        bus: Bus | None = None, tasks: Tasks | None = None,
+    ) -> None:
         self.wake = asyncio.Event()
         # The worker's idle clock, which starts when a job stops counting
-        # (delivered or given up); `manage.py deliver_webhooks` has none.
-        self.tracker = tracker
+        # (delivered or given up), and its bus, which hears that it did;
+        # `manage.py deliver_webhooks` has neither.
+        self.tracker, self.bus = tracker, bus
+        self.tasks = tasks or Tasks()
         self.concurrency = concurrency
         # How often it looks for attempts nobody woke it for: ones another
         # process scheduled, or left behind when its deliverer ended.
@@ -290,12 +295,12 @@ class Deliverer:
         at once. Answers how long until the next one comes due."""
         try:
             free = self.concurrency - len(self.in_flight)
-            if free > 0:
-                for attempt in await on_db_thread(claim_due_attempts)(self.owner.id, time.time(), limit=free):
-                    task = spawn(self._send(client, attempt), about=f"webhook {attempt.job_id} attempt {attempt.number}")
-                    self.in_flight.add(task)
-                    task.add_done_callback(self.in_flight.discard)
-            return await on_db_thread(seconds_until_next_attempt)(time.time())
+            attempts, next_in_s = await on_db_thread(claim_round)(self.owner.id, time.time(), free)
+            for attempt in attempts:
+                task = self.tasks.spawn(self._send(client, attempt), about=f"webhook {attempt.job_id} attempt {attempt.number}")
+                self.in_flight.add(task)
+                task.add_done_callback(self.in_flight.discard)
+            return next_in_s
         except Exception:
             log.exception("webhook delivery could not claim due attempts; it goes on")
             return self.idle_wait_s
@@ -303,7 +308,21 @@ class Deliverer:
     async def _send(self, client: httpx.AsyncClient, attempt: Attempt) -> None:
         try:
             outcome = await post(client, attempt, self.owner.id)
-            if outcome != DeliveryAttempt.Outcome.RETRY and self.tracker is not None:
-                self.tracker.touch()  # the job stops counting: the idle clock starts now
+            if outcome != DeliveryAttempt.Outcome.RETRY:
+                self._settled(attempt, outcome)
         finally:
             self.notify()  # a retry, or a free place, may now be the next thing due
+
+    def _settled(self, attempt: Attempt, outcome: str) -> None:
+        """The job stops counting (delivered or given up): the idle clock
+        starts now, and the bus hears of it."""
+        if self.tracker is not None:
+            self.tracker.touch()
+        if self.bus is not None:
+            self.bus.publish(
+                Event.JOB_DELIVERED if outcome == DeliveryAttempt.Outcome.DELIVERED else Event.JOB_GAVE_UP,
+                page_id=attempt.page_id,
+                job_id=attempt.job_id,
+                job=lambda: json.loads(attempt.body),  # the job as this attempt POSTed it
+                attempt=attempt.number,
+            )

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from core.auth import signing_key
 from core.events import Event
-from core.tasks import spawn
+from core.tasks import Tasks
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.delivery import USER_AGENT, classify, url_for_log, webhook_client
 from jobs.models import DeliveryAttempt, Job
@@ -35,7 +35,7 @@ NOTIFY_ATTEMPTS = 3
 NOTIFY_PAUSE_S = 2.0  # before the second attempt; doubled before the third
 
 
-def notify_needs_human(job: Job) -> None:
+def notify_needs_human(job: Job, tasks: Tasks) -> None:
     """Send the notification in the background (the plugin does not wait for it)."""
     now = time.time()
     body = json.dumps({
@@ -44,7 +44,7 @@ def notify_needs_human(job: Job) -> None:
         "data": job_body(job, now),
     }, separators=(",", ":")).encode()
     message_id = f"{job.id}-human-{int(job.human['asked_at'] * 1000)}"
-    spawn(send(job.notify_url, message_id, job.id, body), about=f"job {job.id}'s needs_human notification")
+    tasks.spawn(send(job.notify_url, message_id, job.id, body), about=f"job {job.id}'s needs_human notification")
 
 
 async def send(url: str, message_id: str, job_id: str, body: bytes) -> bool:

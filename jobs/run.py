@@ -24,7 +24,8 @@ from browser.registry import PageRegistry
 from core.api import first_line, refusal
 from core.db_thread import persist
 from core.errors import ActionFailed, Cancelled, QueueTimedOut, Refusal
-from core.tasks import spawn
+from core.events import Bus
+from core.tasks import Tasks
 from jobs.models import Job, webhook_window
 from jobs.progress import ProgressRelay
 from jobs.retries import transient
@@ -47,6 +48,8 @@ class WorkerParts:
     pages: PageRegistry  # where a job's attempts take their page
     request_log: RequestLog  # where a job's pair of rows goes
     questions: Questions  # where a job's plugin asks a person (live/human.py)
+    bus: Bus  # where a job's events are published
+    tasks: Tasks  # where a job's plugin and its notifications run
 
 
 @dataclass
@@ -136,7 +139,7 @@ class JobRun:
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()
         self.parts.request_log.record_job(**log_row, started_at=started_at)
-        plugin = self.plugin = spawn(run_claimed(self.parts.pages, claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
+        plugin = self.plugin = self.parts.tasks.spawn(run_claimed(self.parts.pages, claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
         try:
             cancelled = await self.plugin_ended_or_cancelled(plugin)
         except asyncio.CancelledError:  # the worker stops

@@ -31,6 +31,7 @@ a job's walk from start to delivery: docs/design/JOB_CORE.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from typing import Any
@@ -58,7 +59,6 @@ from core.errors import (
 )
 from core.events import Event
 from core.routes import ANY
-from core.tasks import spawn
 from core.tracker import Tracker
 from jobs.models import Job
 from jobs.options import JobOptions
@@ -74,6 +74,7 @@ from plugins.framework import Action, find_action
 class JobRunner:
     def __init__(self, parts: WorkerParts, tracker: Tracker, recent_size: int = 32) -> None:
         self.parts, self.pages, self.tracker = parts, parts.pages, tracker
+        self.publish = functools.partial(publish, parts.bus)
         self.running: dict[str, JobRun] = {}
         self.held = HeldJobsBound()
         self.starting: set[str] = set()
@@ -133,7 +134,7 @@ class JobRunner:
                 start = self._start(job_id, claim, action, params, options, digest, on_any=page is None)
             # Shielded: a client that leaves now must not cut the start in two (a row
             # stored, its run never started, a job `running` until the next restart).
-            return await asyncio.shield(spawn(start, about=f"job {job_id}'s start"))
+            return await asyncio.shield(self.parts.tasks.spawn(start, about=f"job {job_id}'s start"))
         except (PageBusy, QueueFull, JobsFull):
             self.refusals.add()
             raise
@@ -157,8 +158,8 @@ class JobRunner:
             job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None,
             parts=self.parts,
         )
-        run.task = spawn(self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}")
-        publish(Event.JOB_STARTED, job)
+        run.task = self.parts.tasks.spawn(self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}")
+        self.publish(Event.JOB_STARTED, job)
         return job
 
     async def _enqueue(
@@ -192,8 +193,8 @@ class JobRunner:
             place: Waiting = None if job.retry_at is not None else place_for(run)
         except DomainError as refused:  # its page closed, or its lease went, while its row was stored
             place = refused  # it ends at once, stored with the refusal, as a poll then shows
-        run.task = spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
-        publish(Event.JOB_QUEUED, job)
+        run.task = self.parts.tasks.spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
+        self.publish(Event.JOB_QUEUED, job)
         return run
 
     async def _lifecycle(self, run: JobRun, action: Action, params: dict[str, Any], place: Waiting) -> None:
@@ -226,19 +227,19 @@ class JobRunner:
                     self.pages.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
                 metrics.job_waited(run.job.started_at - run.job.enqueued_at)
-                publish(Event.JOB_STARTED, run.job)
+                self.publish(Event.JOB_STARTED, run.job)
             stored = await self._execute(run, action, params)
             if not run.requeued:
                 return stored
             place = None
             metrics.jobs_retried(run.job.past_attempts[-1]["status"])
-            publish(Event.JOB_RETRYING, run.job)
+            self.publish(Event.JOB_RETRYING, run.job)
 
     async def _execute(self, run: JobRun, action: Action, params: dict[str, Any]) -> Job | None:
         began, page_id = time.monotonic(), run.claim.page.name
         try:
             return await run.execute(
-                action, params, on_progress=lambda run: publish(Event.JOB_PROGRESS, run.shown()), on_human=asked,
+                action, params, on_progress=lambda run: self.publish(Event.JOB_PROGRESS, run.shown()), on_human=asked,
             )
         finally:
             self.queue.ran(page_id, time.monotonic() - began)
@@ -248,7 +249,7 @@ class JobRunner:
             return
         self.recent.add(stored)
         self.waiters.wake(stored.id)
-        publish(Event.JOB_ENDED, stored)
+        self.publish(Event.JOB_ENDED, stored)
         if stored.mode == Job.Mode.POLL:
             self.tracker.touch()  # a polling job stops counting: the idle clock starts now
 

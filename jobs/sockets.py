@@ -30,7 +30,7 @@ from django.conf import settings
 from core import events
 from core.auth import READ, authorization_matches, key_role
 from core.caps import has_room
-from core.tasks import spawn
+from core.runtime import runtime_of
 from core.writable import Writable
 from jobs.shapes import for_reader as job_for_reader
 
@@ -50,13 +50,14 @@ class EventStream(AsyncWebsocketConsumer):
             return
         # Counted here and taken below with no await between; a read key
         # leaves the full key its share (core/caps.py).
-        if not has_room(key_role(authorization), events.bus.sockets, settings.MAX_EVENT_SOCKETS):
+        self.bus = runtime_of(self).bus
+        if not has_room(key_role(authorization), self.bus.sockets, settings.MAX_EVENT_SOCKETS):
             await self.close()
             return
         self.job_filter, self.page_filter = filters
         # A read key's socket shows each event's job as its polls do (jobs.shapes.for_reader).
         self.reads_only = key_role(authorization) == READ
-        events.bus.sockets += 1
+        self.bus.sockets += 1
         self.counted = True
         self.queue: deque[str] = deque()
         self.dropped = 0
@@ -64,7 +65,7 @@ class EventStream(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(events.GROUP, self.channel_name)
         await self.accept()
         self.writable = Writable.of(self.base_send)
-        self.sender = spawn(self.send_queued(), about="an event socket")
+        self.sender = self.bus.tasks.spawn(self.send_queued(), about="an event socket")
 
     def filters(self) -> tuple[str | None, str | None] | None:
         """The `job` and `page` filters, or None when one is malformed."""
@@ -111,7 +112,7 @@ class EventStream(AsyncWebsocketConsumer):
         if not self.counted:
             return
         self.counted = False
-        events.bus.sockets -= 1
+        self.bus.sockets -= 1
         self.sender.cancel()
         await self.channel_layer.group_discard(events.GROUP, self.channel_name)
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 
-from core.tasks import spawn
+from core.tasks import Tasks
 
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession, Page
@@ -65,9 +65,11 @@ class Watcher:
 
 class PageCast:
     def __init__(
-        self, page: ManagedPage, on_idle: Callable[[PageCast], None], previous: PageCast | None = None
+        self, page: ManagedPage, on_idle: Callable[[PageCast], None], previous: PageCast | None = None,
+        tasks: Tasks | None = None,
     ) -> None:
         self.page = page
+        self.tasks = tasks or Tasks()
         self.on_idle = on_idle
         # The page's cast before this one, and this one's stop once it ends:
         # a new cast starts only once the last one's screencast is stopped,
@@ -104,7 +106,7 @@ class PageCast:
         try:
             if self.cdp is None:
                 if self.starting is None:
-                    self.starting = spawn(self._start(), about=f"the screencast of page {self.page.name}")
+                    self.starting = self.tasks.spawn(self._start(), about=f"the screencast of page {self.page.name}")
                 if not await asyncio.shield(self.starting):
                     raise NoTab()
         except BaseException:
@@ -120,7 +122,7 @@ class PageCast:
         self.watchers.discard(watcher)
         if not self.watchers:
             self.on_idle(self)
-            self.stopping = spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
+            self.stopping = self.tasks.spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
 
     def tell(self, meta: dict[str, Any]) -> None:
         for watcher in list(self.watchers):
@@ -160,7 +162,7 @@ class PageCast:
             await self.stop()
             return False
         await self._read_meta()
-        self.meta_reader = spawn(self._keep_meta(cdp), about=f"reading page {self.page.name}'s address and title")
+        self.meta_reader = self.tasks.spawn(self._keep_meta(cdp), about=f"reading page {self.page.name}'s address and title")
         return True
 
     async def stop(self) -> None:
@@ -191,7 +193,7 @@ class PageCast:
         to come back (close code 4012) for the page's next tab, on a new cast."""
         log.info("page %s: its tab went under %d viewer(s)", self.page.name, len(self.watchers))
         self.on_idle(self)
-        self.stopping = spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
+        self.stopping = self.tasks.spawn(self.stop(), about=f"stopping the screencast of page {self.page.name}")
         for watcher in list(self.watchers):
             watcher.ended(TAB_GONE)
 
@@ -230,12 +232,12 @@ class PageCast:
 
     def _ack(self, cdp: CDPSession, session: int) -> None:
         if cdp is self.cdp:
-            spawn(self._send(cdp, "Page.screencastFrameAck", {"sessionId": session}), about="a screencast frame's ack")
+            self.tasks.spawn(self._send(cdp, "Page.screencastFrameAck", {"sessionId": session}), about="a screencast frame's ack")
 
     def _settle(self, cdp: CDPSession) -> None:
         self.settling = None
         if cdp is self.cdp:
-            spawn(self._screenshot(cdp), about=f"the still frame of page {self.page.name}")
+            self.tasks.spawn(self._screenshot(cdp), about=f"the still frame of page {self.page.name}")
 
     async def _screenshot(self, cdp: CDPSession) -> None:
         shot_params: dict[str, Any] = {"format": "jpeg", "quality": settings.LIVE_JPEG_QUALITY, "optimizeForSpeed": True}
@@ -310,7 +312,8 @@ class PageCast:
 class Casts:
     """The pages being watched now, by page."""
 
-    def __init__(self) -> None:
+    def __init__(self, tasks: Tasks | None = None) -> None:
+        self.tasks = tasks or Tasks()
         self.by_page: dict[int, PageCast] = {}
         # The last cast of each page that ended, until the next one starts.
         self.ended: dict[int, PageCast] = {}
@@ -322,7 +325,7 @@ class Casts:
         if cast is None or cast.page is not page:
             previous = self.ended.pop(id(page), None)
             previous = previous if previous is not None and previous.page is page else None
-            cast = self.by_page[id(page)] = PageCast(page, self._idle, previous)
+            cast = self.by_page[id(page)] = PageCast(page, self._idle, previous, self.tasks)
         return cast
 
     def watching(self, page: ManagedPage) -> PageCast | None:

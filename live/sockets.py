@@ -35,7 +35,6 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from core.runtime import runtime_of
-from core.tasks import spawn
 from core.writable import Writable
 from live.links import Link
 from live.screencast import NoTab, PageCast, Watcher
@@ -86,7 +85,7 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         link.on_revoke.append(self._revoked)
         self.expiry = asyncio.get_running_loop().call_later(max(0.0, link.expires_at - time.time()), self._revoked)
         self.writable = Writable.of(self.base_send)
-        self.sender = spawn(self._send_loop(), about="a live viewer")
+        self.sender = runtime.tasks.spawn(self._send_loop(), about="a live viewer")
         if not link.usable():  # revoked or expired while the screencast started
             self._revoked()
 
@@ -101,7 +100,7 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         self.fresh.set()
 
     def ended(self, code: int) -> None:
-        spawn(self.close(code), about="closing a live viewer")
+        self.runtime.tasks.spawn(self.close(code), about="closing a live viewer")
 
     def _revoked(self) -> None:
         self.ended(GONE)

@@ -17,7 +17,6 @@ from browser.pages import Claim, ManagedPage
 from browser.registry import PageRegistry
 from core.errors import DomainError, NavigationRefused, TabLost
 from core.routes import ANY
-from core.tasks import spawn
 from plugins.debug import Recorder
 from plugins.framework import Action, Context, Outcome, run_action
 
@@ -47,7 +46,7 @@ async def run_claimed(
         page.refused = None
         ran = True
         if ctx.debug:
-            recorder = Recorder(ctx.debug, tab, f"{action.route} on page {page.name}", pages.tracing)
+            recorder = Recorder(ctx.debug, tab, f"{action.route} on page {page.name}", pages.tracing, pages.tasks)
             recorder.start()
             await recorder.start_trace()
         try:
@@ -64,7 +63,7 @@ async def run_claimed(
         return outcome
     finally:
         if recorder is not None and not recorder.done:  # cancelled: the trace is stopped, nothing kept
-            dropping = spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
+            dropping = pages.tasks.spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
             with contextlib.suppress(BaseException):  # a second cancel leaves it to finish alone
                 await asyncio.shield(dropping)
         pages.broker.release(claim)
@@ -92,7 +91,7 @@ async def run_plain(
     await pages.wait_for_browser(page.name, settings.PAGE_WAIT_S)
     claim = await pages.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
+    return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
 
 async def run_anywhere(pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
@@ -103,4 +102,4 @@ async def run_anywhere(pages: PageRegistry, action: Action, params: dict[str, An
     claim = await pages.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
     page = claim.page
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))
+    return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

@@ -30,7 +30,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.api import ApiError, first_line
 from core.errors import Refusal
-from core.tasks import spawn
+from core.tasks import Tasks
 
 log = logging.getLogger("penelope.plugins")
 
@@ -72,11 +72,13 @@ def clip(text: str | None) -> str | None:
 class Recorder:
     """One run's watch on its tab, from `begin` to `finish` (or `discard`)."""
 
-    def __init__(self, mode: str, tab: Page, title: str, tracing: weakref.WeakSet[BrowserContext]) -> None:
+    def __init__(
+        self, mode: str, tab: Page, title: str, tracing: weakref.WeakSet[BrowserContext], tasks: Tasks
+    ) -> None:
         """`tracing`: the browser contexts whose trace a call records now, the
-        worker's (Playwright records one at a time)."""
+        worker's (Playwright records one at a time); `tasks`, the worker's."""
         self.mode = mode
-        self.tracing = tracing
+        self.tracing, self.tasks = tracing, tasks
         self.tab = tab
         self.title = title
         self.began = time.time()
@@ -115,7 +117,7 @@ class Recorder:
             self.context = None
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it did not start in time"
             self.notes.append(f"No trace: the browser refused to record one ({reason}).")
-            _release_later(context, self.tracing)
+            _release_later(context, self.tracing, self.tasks)
 
     # --- what the tab reports while the action runs ------------------------------------
 
@@ -165,7 +167,7 @@ class Recorder:
         except (PlaywrightError, TimeoutError) as error:
             reason = first_line(error.message) if isinstance(error, PlaywrightError) else "it took too long"
             self.notes.append(f"No trace: it could not be saved ({reason}).")
-            _release_later(context, self.tracing)
+            _release_later(context, self.tracing, self.tasks)
             return False
         self.tracing.discard(context)
         return path is not None
@@ -239,7 +241,7 @@ class Recorder:
         return data, "application/zip", "trace.zip"
 
 
-def _release_later(context: BrowserContext, tracing: weakref.WeakSet[BrowserContext]) -> None:
+def _release_later(context: BrowserContext, tracing: weakref.WeakSet[BrowserContext], tasks: Tasks) -> None:
     """A trace whose start or stop was given up on may still be running in
     the browser: stop it for good in the background, and only then let
     another call record one."""
@@ -252,7 +254,7 @@ def _release_later(context: BrowserContext, tracing: weakref.WeakSet[BrowserCont
         finally:
             tracing.discard(context)
 
-    spawn(release(), about="stopping an abandoned debug trace")
+    tasks.spawn(release(), about="stopping an abandoned debug trace")
 
 
 def _json_file(value: dict[str, Any], filename: str) -> tuple[bytes, str, str]:

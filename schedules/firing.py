@@ -25,13 +25,12 @@ from typing import Any
 
 from django.conf import settings
 
-from core import events, metrics
+from core import metrics
 from core.api import refusal
 from core.db_thread import on_db_thread
 from core.errors import JobNotCancellable, NoSuchAction, Refusal, ScheduleOverlap
-from core.events import Event
+from core.events import Bus, Event
 from core.routes import ANY
-from core.tasks import spawn
 from jobs.models import Job
 from jobs.options import DEFAULT_BACKOFF_S, JobOptions
 from jobs.runner import JobRunner
@@ -47,9 +46,9 @@ from schedules.services import schedules_changed
 log = logging.getLogger("penelope.schedules")
 
 
-def announce(event: Event, schedule: Schedule, fire_at: float, job: Job | None = None, **more: Any) -> None:
-    """schedule.fired (with its job) or schedule.skipped, on the bus."""
-    events.publish(
+def announce(bus: Bus, event: Event, schedule: Schedule, fire_at: float, job: Job | None = None, **more: Any) -> None:
+    """schedule.fired (with its job) or schedule.skipped, on the worker's bus."""
+    bus.publish(
         event,
         page_id=job.page_id if job is not None else schedule.page_id,
         job_id=job.id if job is not None else None,
@@ -166,7 +165,7 @@ class ScheduleFirer:
                 self.fire_in_background(schedule, fire_at=plan.fire_at, following=plan.next_fire_at)
 
     def fire_in_background(self, schedule: Schedule, *, fire_at: float, following: float | None) -> None:
-        task = spawn(self.fire_quietly(schedule, fire_at, following), about=f"schedule {schedule.name}'s fire")
+        task = self.runner.parts.tasks.spawn(self.fire_quietly(schedule, fire_at, following), about=f"schedule {schedule.name}'s fire")
         self.firing[schedule.id] = task
 
         def ended(_: asyncio.Task) -> None:
@@ -199,7 +198,7 @@ class ScheduleFirer:
         decision = rules.overlap_decision(schedule.overlap, previous is not None)
         if decision == rules.SKIP:
             await on_db_thread(schedule.record_skipped)()
-            announce(Event.SCHEDULE_SKIPPED, schedule, fire_at, previous_job_id=schedule.last_job_id)
+            announce(self.runner.parts.bus, Event.SCHEDULE_SKIPPED, schedule, fire_at, previous_job_id=schedule.last_job_id)
             log.info("schedule %s: skipped, job %s still runs (overlap skip)", schedule.name, schedule.last_job_id)
             raise ScheduleOverlap(
                 f"Schedule {schedule.name}'s previous job {schedule.last_job_id} is still {previous.state}, "
@@ -219,7 +218,7 @@ class ScheduleFirer:
             self.refusals.refused(schedule_id=schedule.id, name=schedule.name, error=error)
             raise
         await on_db_thread(schedule.record_fired)(at=fire_at, job_id=job.id)
-        announce(Event.SCHEDULE_FIRED, schedule, fire_at, job)
+        announce(self.runner.parts.bus, Event.SCHEDULE_FIRED, schedule, fire_at, job)
         return job, options
 
     async def live_job(self, job_id: str | None) -> Job | None:

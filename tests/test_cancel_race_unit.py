@@ -9,18 +9,20 @@ import pytest
 
 from browser.pages import Claim, ManagedPage
 from jobs.models import Job
-from jobs.run import JobRun
+from jobs.run import JobRun, WorkerParts
 
 
-def running_job(number: int) -> JobRun:
-    return JobRun(job=Job(id=f"{number:016x}", page_id="main"), claim=Claim(page=ManagedPage("main"), lease=None))
+def running_job(number: int, parts: WorkerParts) -> JobRun:
+    return JobRun(
+        job=Job(id=f"{number:016x}", page_id="main"), claim=Claim(page=ManagedPage("main"), lease=None), parts=parts
+    )
 
 
 @pytest.mark.parametrize("cancel_first", [False, True])
-async def test_a_plugin_that_ends_in_the_same_turn_as_a_cancel_keeps_its_result(cancel_first):
+async def test_a_plugin_that_ends_in_the_same_turn_as_a_cancel_keeps_its_result(cancel_first, runtime):
     loop = asyncio.get_running_loop()
     for number in range(200):
-        run = running_job(number)
+        run = running_job(number, runtime.jobs.parts)
         plugin = loop.create_future()
         decision = asyncio.ensure_future(run.plugin_ended_or_cancelled(plugin))
         await asyncio.sleep(0)  # it now waits for either
@@ -36,8 +38,8 @@ async def test_a_plugin_that_ends_in_the_same_turn_as_a_cancel_keeps_its_result(
         assert plugin.result() == f"result {number}"
 
 
-async def test_a_cancel_before_the_plugin_ends_stops_it():
-    run = running_job(1)
+async def test_a_cancel_before_the_plugin_ends_stops_it(runtime):
+    run = running_job(1, runtime.jobs.parts)
     plugin = asyncio.ensure_future(asyncio.sleep(60))
     decision = asyncio.ensure_future(run.plugin_ended_or_cancelled(plugin))
     await asyncio.sleep(0)

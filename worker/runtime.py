@@ -16,10 +16,9 @@ from collections.abc import Awaitable, Callable
 from activity.log import RequestLog
 from browser.registry import PageRegistry
 from browser.runner import Browser
-from core import events
-from core.events import Event, OnEvent
+from core.events import Bus, Event, OnEvent
 from core.loops import Loop
-from core.tasks import spawn
+from core.tasks import Tasks
 from core.tracker import Tracker
 from demo_site.sign_in import SignInCodes
 from jobs.run import WorkerParts
@@ -36,9 +35,13 @@ __all__ = ["Loop", "Runtime"]
 
 class Runtime:
     def __init__(self) -> None:
-        self.browser = Browser()
+        # Its background tasks, each referenced until it ends and logged if it fails.
+        self.tasks = Tasks()
+        # The events of jobs, pages and the browser, to listeners and sockets.
+        self.bus = Bus(self.tasks)
+        self.browser = Browser(self.bus, self.tasks)
         # The open pages by name, and the broker that hands them out.
-        self.pages = PageRegistry()
+        self.pages = PageRegistry(self.bus, self.tasks)
         # Requests in flight, the last activity, the next wake: what the waker reads.
         self.tracker = Tracker()
         # Rows of the request log not flushed yet.
@@ -46,14 +49,14 @@ class Runtime:
         # The live view: links to pages, the screencasts of the watched ones,
         # and the questions plugins ask a person there.
         self.links = Links(self.pages)
-        self.casts = Casts()
+        self.casts = Casts(self.tasks)
         self.questions = Questions(self.links, self.casts)
         # One-shot media links being downloaded now (media_store/views.py).
         self.downloading: set[str] = set()
         # The demo site's sign-in codes not used yet (demo_site/sign_in.py).
         self.demo_codes = SignInCodes()
         # The jobs this worker runs, queues and keeps (jobs/runner.py).
-        self.jobs = JobRunner(WorkerParts(self.pages, self.request_log, self.questions), self.tracker)
+        self.jobs = JobRunner(WorkerParts(self.pages, self.request_log, self.questions, self.bus, self.tasks), self.tracker)
         # The schedules' loop, which starts jobs on the same runner.
         self.schedules = ScheduleFirer(self.jobs)
         self.loops: list[Loop] = []
@@ -71,14 +74,14 @@ class Runtime:
         self.stop_serving: Callable[[], object] | None = None
 
     async def start(self) -> None:
-        self._unsubscribe = [events.bus.subscribe(kinds, on_event) for kinds, on_event in self.listeners]
+        self._unsubscribe = [self.bus.subscribe(kinds, on_event) for kinds, on_event in self.listeners]
         for step in self.startup_steps:
             await step()
         first_tab = await self.browser.start()
         self.pages.attach(self.browser, first_tab)
         self.browser.on_failed = self._browser_failed
-        self._tasks = [spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
-        self._tasks += [spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
+        self._tasks = [self.tasks.spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
+        self._tasks += [self.tasks.spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
 
     def _browser_failed(self, why: str) -> None:
         """Every relaunch failed: stop serving, so the worker exits non-zero

@@ -55,7 +55,7 @@ def build_runtime() -> Runtime:
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
-    deliverer = Deliverer(tracker=runtime.tracker)
+    deliverer = Deliverer(tracker=runtime.tracker, bus=runtime.bus, tasks=runtime.tasks)
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
     runtime.listeners.append((deliverer.HEARS, deliverer.on_event))

@@ -8,10 +8,12 @@ import asyncio
 
 from browser.broker import Broker
 from browser.pages import ManagedPage
+from core.tasks import Tasks
 
 
 class Pages:
     def __init__(self, *names: str) -> None:
+        self.tasks = Tasks()
         self.broker = Broker(self)
         self.pages = {name: ManagedPage(name, tab=None, on_free=self.broker.offer) for name in names}
         self.opened: list[str] = []
