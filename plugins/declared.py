@@ -20,6 +20,7 @@ Paths are written as `core.rest.describe_errors` writes them
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,7 @@ def refusal(shape: type[serializers.Serializer] | None, data: dict[str, Any], *,
     declares for the action at `route`, as one sentence; None when nothing is
     wrong with it here (the serializer checks the rest)."""
     walk = Walk()
-    fields = shape().fields if shape is not None else {}
-    walk.object(fields, data, "", open_=extra)
+    walk.object(declared_fields(shape) if shape is not None else {}, data, "", open_=extra)
     if walk.unknown:
         names = [name for name, _ in walk.unknown]
         listed = ", ".join(f"'{name[:MAX_NAME]}'" for name in names[:MAX_NAMED])
@@ -51,6 +51,15 @@ def refusal(shape: type[serializers.Serializer] | None, data: dict[str, Any], *,
         noun = "parameter" if len(names) == 1 else "parameters"
         return f"Unknown {noun} {listed} for {route}" + (f": '{owner}' takes {offer}." if owner else f", which takes {offer}.")
     return walk.problem
+
+
+@functools.cache
+def declared_fields(shape: type[serializers.Serializer]) -> dict[str, serializers.Field]:
+    """The fields `shape` declares, built once: DRF builds a serializer's
+    fields anew (a deep copy of each) for every instance, a cost every call
+    would pay twice. Only read here, never bound to data: the same for every
+    call and every worker."""
+    return dict(shape().fields)
 
 
 @dataclass

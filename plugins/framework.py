@@ -91,7 +91,7 @@ class Action:
             raise ApiError(400, refused)
         params = dict(validated(self.params, data)) if self.params is not None else {}
         if self.extra_params:
-            fields = self.params().fields if self.params is not None else {}
+            fields = declared.declared_fields(self.params) if self.params is not None else {}
             params = {**{name: value for name, value in data.items() if name not in fields}, **params}
         return params
 
@@ -103,7 +103,7 @@ class Action:
         refuses a blank one)."""
         if self.params is None:
             return {}
-        fields = self.params().fields
+        fields = declared.declared_fields(self.params)
         sent = {
             name: value for name, value in stored.items()
             if name not in fields or fields[name].required or fields[name].default is serializers.empty
