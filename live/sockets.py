@@ -11,12 +11,13 @@ page; 4013 while the page has no tab to show, and 4012 when its tab went
 From the worker: binary messages are JPEG frames (the newest only, when
 the connection takes more: live/screencast.py), text messages JSON objects
 of what changed: `url`, `title`, `control`, `human` (the page's question, or
-null). From the viewer, JSON objects, dropped unless the link has control:
-`{"type": "mouse", "action": "down"|"up"|"move", "x", "y", "button",
-"clicks", "modifiers"}` (x and y fractions of the frame, 0 to 1), `{"type":
-"wheel", "x", "y", "dx", "dy"}`, `{"type": "key", "action": "down"|"up",
-"key", "code", "keyCode", "text", "modifiers"}`, `{"type": "text", "text"}`
-(a paste) and `{"type": "answer", "answer": "done"|"gave_up"}`.
+null), `answered` (a viewer's answer, taken). From the viewer, JSON
+objects, dropped unless the link has control: `{"type": "mouse", "action":
+"down"|"up"|"move", "x", "y", "button", "clicks", "modifiers"}` (x and y
+fractions of the frame, 0 to 1), `{"type": "wheel", "x", "y", "dx", "dy"}`,
+`{"type": "key", "action": "down"|"up", "key", "code", "keyCode", "text",
+"modifiers"}`, `{"type": "text", "text"}` (a paste) and `{"type": "answer",
+"answer": "done"|"gave_up"}`.
 
 An open viewer counts as a request in flight: a sleepy worker stays awake
 while someone watches.

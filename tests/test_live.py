@@ -222,6 +222,9 @@ def test_a_person_answers_done_and_the_job_goes_on(api, worker, person, receiver
     assert ended["status"] == 200 and ended["result"]["answer"] == "done"
     assert "human" not in ended
     tab.wait_for_function("() => document.body.dataset.state === 'ended'")  # its link is revoked
+    # The answer is taken: the question's banner, Done and Give up go with it.
+    tab.wait_for_selector("#human", state="hidden", timeout=5_000)
+    assert not tab.is_visible("#done") and not tab.is_visible("#give-up") and tab.inner_text("#reason") == ""
     assert httpx.get(worker.base_url + human["live_url"]).status_code == 404
     wait_until(lambda: receiver.received("/200/asked"), what="the notification")
     note = receiver.received("/200/asked")[0]
@@ -236,6 +239,7 @@ def test_give_up_and_timeout_answer_the_plugin(api, worker, person):
     tab = watch(person, worker.base_url, asked(api, job_id)["human"]["live_url"])
     tab.click("#give-up")
     assert api.get(f"/jobs/{job_id}", params={"wait": 30}).json()["result"]["answer"] == "gave_up"
+    tab.wait_for_selector("#human", state="hidden", timeout=5_000)
     tab.close()
     job_id = start_asking(api, wait_s=1)
     ended = api.get(f"/jobs/{job_id}", params={"wait": 30}).json()
