@@ -161,6 +161,8 @@ class PurgeReport(Success):
 
 
 class Pages(ApiView):
+    does = {"POST": "opening a page"}
+
     @extend_schema(
         **operation(
             operation_id="listPages",
@@ -195,6 +197,8 @@ class Pages(ApiView):
 
 
 class PageDetail(ApiView):
+    does = {"DELETE": "closing a page"}
+
     @extend_schema(
         **operation(
             operation_id="getPage",
@@ -231,6 +235,8 @@ class PageDetail(ApiView):
 
 
 class Lease(ApiView):
+    does = {"POST": "taking or renewing a lease", "DELETE": "releasing a lease"}
+
     @extend_schema(
         **operation(
             operation_id="takeLease",
@@ -301,6 +307,8 @@ class Lease(ApiView):
 
 
 class Purge(ApiView):
+    does = {"POST": "freeing the idle pages' memory"}
+
     @extend_schema(
         **operation(
             operation_id="purgeMemory",

@@ -6,9 +6,9 @@ Two roles. A full key (PENELOPE_KEY; two, separated by a space, during a
 rotation, both working, the first signing X-Penelope-Signature) may do
 anything. A read key (PENELOPE_READ_KEYS) may read: polls and long-polls,
 the job list, pages, events, metrics, media links, activity, workload and
-the schema; a start, a call, a cancel, a lease or a page change answers 403.
-A dashboard or a monitor then never holds a key that can point webhooks
-anywhere."""
+the schema; a start, a call, a cancel, a lease, a page change or a
+schedule's change answers 403, naming what was refused. A dashboard or a
+monitor then never holds a key that can point webhooks anywhere."""
 
 from __future__ import annotations
 
@@ -25,12 +25,21 @@ from core.seams import django_request_of
 
 REALM = 'Bearer realm="penelope"'
 KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
+# A read key's 403 for a request whose view does not say what it does.
 READ_ONLY = (
     "This key may only read (PENELOPE_READ_KEYS): starting a job, calling a plugin or a primitive, "
     "cancelling or forgetting a job, leases and page changes need the worker's key."
 )
 FULL, READ = "full", "read"
 READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def read_only(what: str | None) -> str:
+    """A read key's 403 sentence, naming what the request would have done
+    (`what`: "creating a schedule"), or every kind of act when unsaid."""
+    if what is None:
+        return READ_ONLY
+    return f"This key may only read (PENELOPE_READ_KEYS): {what} needs the worker's key."
 
 
 def full_keys() -> list[str]:
@@ -110,7 +119,9 @@ class BearerKey(BaseAuthentication):
 
 class HasKey(BasePermission):
     """A key, and a full one for anything but a read: a read key may GET any
-    route but a plugin call (`acts = True` on the view: a GET runs it)."""
+    route but a plugin call (`acts = True` on the view: a GET runs it). Its
+    403 names what the request would have done, as the view says it
+    (`what_it_does`, core/rest.py)."""
 
     message = KEY_REQUIRED
 
@@ -118,5 +129,6 @@ class HasKey(BasePermission):
         if request.auth is None:
             return False
         if request.user.role == READ and (request.method not in READ_METHODS or getattr(view, "acts", False)):
-            raise PermissionDenied(READ_ONLY)
+            what_it_does = getattr(view, "what_it_does", None)
+            raise PermissionDenied(read_only(what_it_does(request) if what_it_does is not None else None))
         return True

@@ -160,6 +160,12 @@ class ApiView(InlineDispatch, APIView):
     throttle_classes = ()
     # What Django's clickjacking middleware set when it ran on the API.
     response_headers = {"X-Frame-Options": "DENY"}
+    # What a request of each method that acts does, in a few words
+    # ({"POST": "creating a schedule"}): a read key's 403 names it (core/auth.py).
+    does: dict[str, str] = {}
+
+    def what_it_does(self, request: Any) -> str | None:
+        return self.does.get(request.method)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -25,9 +25,10 @@ from core.shapes import ErrorEnvelope
 BEARER = "bearerAuth"
 BEARER_DESCRIPTION = (
     "`Authorization: Bearer <PENELOPE_KEY>`, or a read key (PENELOPE_READ_KEYS), which may only read: a start, a "
-    "call, a cancel, a lease or a page change answers 403. A read key's answers hold nothing that lets it act or "
-    "pass for the persona: a job's `callback` has no user-info and `…` for its query string, a result's values "
-    "its action marks secret (a cookie's value) show as `…`, `artifacts` and a question's `live_url` are left "
+    "call, a cancel, a lease, a page change or a schedule's change answers 403, naming what was refused. A read "
+    "key's answers hold nothing that lets it act or pass for the persona: a job's `callback` has no user-info and "
+    "`…` for its query string, a result's values its action marks secret (a cookie's value) show as `…`, "
+    "`artifacts` and a question's `live_url` are left "
     "out; in polls, the job list and event sockets alike. Its requests do not keep a sleepy worker awake."
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import logging
 import os
 import secrets
@@ -55,6 +56,22 @@ def check_port_free(host: str, port: int, *, setting: str) -> None:
             ) from None
 
 
+# Statuses the worker may send that the IANA registry does not name, with
+# their origin's phrase: nginx's 499, a cancelled job's status (core/api.py).
+UNREGISTERED_PHRASES = {499: "Client Closed Request"}
+
+
+def reason_phrase(status: int) -> bytes | None:
+    """The standard reason phrase of `status`, as Python's `http.HTTPStatus`
+    has it (`b"Too Many Requests"`, `b"Locked"`), or an unregistered one the
+    worker sends; None for any other (Twisted's table then answers)."""
+    try:
+        return http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = UNREGISTERED_PHRASES.get(status)
+        return phrase.encode() if phrase is not None else None
+
+
 def event_loop() -> asyncio.AbstractEventLoop:
     """The loop everything runs on. Importing daphne installs Twisted's asyncio
     reactor, so this must come before anything else imports the reactor."""
@@ -91,15 +108,18 @@ def run_daphne(
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
     runs once the port is bound. Request bodies are bounded as they arrive
-    (core/bounded_http.py). Answers whether the port could be bound."""
+    (core/bounded_http.py); each status goes out with its standard reason
+    phrase (`reason_phrase`). Answers whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
     from twisted.internet.error import ReactorNotRunning
 
     loop = event_loop()
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
+    from core.seams import name_statuses  # after the reactor too: the seams import Twisted
 
     bounded_http.install(server_name, page_of)
+    name_statuses(reason_phrase)  # daphne writes Twisted's phrase, which is "Unknown Status" for a 429
     server = daphne.server.Server(
         application=application,
         endpoints=[f"tcp:port={port}:interface={host}"],

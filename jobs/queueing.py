@@ -20,6 +20,7 @@ import asyncio
 import collections
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -98,8 +99,10 @@ class RecentRefusals:
 
 
 class JobQueue:
-    def __init__(self, pages: PageRegistry) -> None:
+    def __init__(self, pages: PageRegistry, running: Mapping[str, JobRun]) -> None:
         self.pages = pages
+        # The runner's jobs by id (its `running`), read for when the job on a page started.
+        self.running = running
         # A page's recent run time per job (seconds), for Retry-After.
         self.run_s: dict[str, float] = {}
         # Per line (a page's name, or "any"): the queued starts that took
@@ -118,14 +121,41 @@ class JobQueue:
             raise QueueFull(
                 f"{where} {waiting} jobs queued already (QUEUE_MAX); try again later.",
                 name,
-                retry_after_s=self.retry_after_s(name, waiting),
+                retry_after_s=self.retry_after_s(page, waiting),
             )
         self.joining[name] += 1
         return Room(self.joining, name)
 
-    def retry_after_s(self, page_id: str, waiting: int) -> int:
-        """Whole seconds until the queue has room, by the page's recent run times."""
-        return max(1, math.ceil(self.run_s.get(page_id, 1.0)))
+    def retry_after_s(self, page: ManagedPage | None, waiting: int) -> int:
+        """Whole seconds, at least 1, until the queue of `page` (None: of
+        `any`) holding `waiting` jobs has room: until the page is free (for
+        `any`, the first open page to be), when the first job in line leaves
+        the line for it; then one recent run time for each further job that
+        must leave before fewer than QUEUE_MAX wait (for `any`, the pages'
+        recent run times shared among them)."""
+        now = time.time()
+        pages = [page] if page is not None else [open_ for open_ in self.pages.pages.values() if not open_.closed]
+        if not pages:
+            return 1
+        free_in = min(self.free_in_s(one, now) for one in pages)
+        per_job = sum(self.run_time_s(one.name) for one in pages) / len(pages) / len(pages)
+        further = max(0, waiting - settings.QUEUE_MAX)
+        return max(1, math.ceil(free_in + further * per_job))
+
+    def free_in_s(self, page: ManagedPage, now: float) -> float:
+        """Seconds until `page` is likely free: what its running job has left
+        of the page's recent run time (none once past it); a recent run time
+        when something else holds it (a plain call: its start is not kept);
+        none when nothing does. (A job can wait for a leased page only under
+        its lease, and so only while a call under it holds the page.)"""
+        run = self.running.get(page.job_id) if page.job_id else None
+        if run is not None:
+            return max(0.0, self.run_time_s(page.name) - (now - run.job.started_at))
+        return self.run_time_s(page.name) if page.held else 0.0
+
+    def run_time_s(self, page_id: str) -> float:
+        """A page's recent run time per job: a second until a job has run on it."""
+        return self.run_s.get(page_id, 1.0)
 
     def ran(self, page_id: str, seconds: float) -> None:
         before = self.run_s.get(page_id)

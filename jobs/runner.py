@@ -80,7 +80,7 @@ class JobRunner:
         self.starting: set[str] = set()
         self.recent = RecentEnds(recent_size)
         self.waiters = Waiters()
-        self.queue = JobQueue(self.pages)
+        self.queue = JobQueue(self.pages, self.running)
         self.refusals = RecentRefusals()
 
     # --- starting ----------------------------------------------------------------------

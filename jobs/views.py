@@ -57,6 +57,7 @@ def check_job_id(job_id: str) -> None:
 
 
 class JobDetail(ApiView):
+    does = {"DELETE": "forgetting a job"}
 
     @extend_schema(
         **operation(
@@ -104,6 +105,7 @@ class JobDetail(ApiView):
 
 
 class JobCancel(ApiView):
+    does = {"POST": "cancelling a job"}
 
     @extend_schema(
         **operation(
@@ -133,6 +135,7 @@ class JobCancel(ApiView):
 
 class JobRerun(ApiView):
     starter = JobStart()
+    does = {"POST": "re-running a job"}
 
     @extend_schema(
         **operation(

@@ -57,6 +57,8 @@ class LiveLinksRevoked(PageSuccess):
 
 
 class PageLive(ApiView):
+    does = {"POST": "making a live link", "DELETE": "revoking live links"}
+
     @extend_schema(
         **operation(
             operation_id="makeLiveLink",

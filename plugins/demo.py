@@ -15,6 +15,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.api import MAY_PASS
 from core.shapes import Text
 from plugins.framework import Context, Family, PluginError
 
@@ -196,3 +197,28 @@ async def state(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
         "total": shown["total"] if on_list else None,
         "complete": shown["complete"],
     }
+
+
+class FlakyParams(serializers.Serializer):
+    fail_times = serializers.IntegerField(
+        min_value=0, max_value=10, default=1, help_text="How many attempts fail before one succeeds."
+    )
+    status = serializers.ChoiceField(
+        choices=sorted(MAY_PASS), default=503, help_text="The status each failing attempt answers."
+    )
+
+
+@family.action("flaky", params=FlakyParams, timeout_s=10)
+async def flaky(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Fail on purpose, the way a site fails now and then, to see a retry
+    (X-Retry) at work: each of a job's first `fail_times` attempts answers
+    `status`, a failure that may pass; the next one answers `{attempt}`.
+    It counts with the job's own attempt number, so no two jobs share a
+    count; a plain call is a first attempt. It neither uses nor needs the
+    page or the demo site."""
+    fail_times, status = params["fail_times"], params["status"]
+    if ctx.attempt <= fail_times:
+        raise PluginError(
+            status, f"demo/flaky fails attempt {ctx.attempt} on purpose (fail_times={fail_times}).", retry=True
+        )
+    return {"attempt": ctx.attempt}

@@ -227,6 +227,9 @@ class Context:
     ask_person: Callable[[str, float], Awaitable[str]] | None = None
     # What the run keeps for its author (plugins/debug.py): None, "on-failure" or "always".
     debug: str | None = None
+    # Which attempt of its job this run is, from 1 (X-Retry gives a job more
+    # than one); a plain call is a first attempt.
+    attempt: int = 1
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
 

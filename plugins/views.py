@@ -233,6 +233,12 @@ class PluginCall(ApiView):
     def describe(self, method: str) -> dict[str, Any]:
         return plugin_operation(method, self.jobs)
 
+    def what_it_does(self, request: Any) -> str:
+        route = f"{self.kwargs['family'][:64]}/{self.kwargs['action'][:64]}"
+        if any(header in request.headers for header in JOB_HEADERS):
+            return f"starting a job of {route}"
+        return f"calling plugin {route}"
+
     async def get(self, request: Any, page_id: str, family: str, action: str) -> HttpResponse:
         return await self.call(request, query_parameters(request, page_id), page_id, family, action)
 
@@ -267,6 +273,9 @@ class PrimitiveCall(ApiView):
 
     def describe(self, method: str) -> dict[str, Any]:
         return primitive_operation()
+
+    def what_it_does(self, request: Any) -> str:
+        return f"calling primitive {self.kwargs['name'][:64]}"
 
     async def post(self, request: Any, page_id: str, name: str) -> HttpResponse:
         data = request.data

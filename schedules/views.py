@@ -69,6 +69,8 @@ async def existing(schedule_id: str) -> Any:
 
 
 class ScheduleCollection(ApiView):
+    does = {"POST": "creating a schedule"}
+
     @extend_schema(
         **operation(
             operation_id="listSchedules",
@@ -108,6 +110,8 @@ class ScheduleCollection(ApiView):
 
 
 class ScheduleDetail(ApiView):
+    does = {"PATCH": "changing a schedule", "DELETE": "deleting a schedule"}
+
     @extend_schema(
         **operation(
             operation_id="getSchedule",
@@ -167,6 +171,7 @@ class ScheduleDetail(ApiView):
 
 class ScheduleTrigger(ApiView):
     jobs = JobStart()
+    does = {"POST": "firing a schedule"}
 
     @extend_schema(
         **operation(

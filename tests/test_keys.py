@@ -21,10 +21,7 @@ from harness.worker import ROOT, wait_until
 FIRST = "first-full-key-0123456789abcdefghij"
 SECOND = "second-full-key-0123456789abcdefghi"
 READER = "read-only-key-0123456789abcdefghijklm"
-READ_ONLY = (
-    "This key may only read (PENELOPE_READ_KEYS): starting a job, calling a plugin or a primitive, "
-    "cancelling or forgetting a job, leases and page changes need the worker's key."
-)
+READ_ONLY = "This key may only read (PENELOPE_READ_KEYS): {} needs the worker's key."
 
 
 def client(worker, key: str) -> httpx.Client:
@@ -85,21 +82,21 @@ def test_a_read_key_acts_on_nothing_and_nothing_changes(rotating):
         jobs_before = [(job["job_id"], job["state"]) for job in full.get("/jobs").json()["jobs"]]
         pages_before = full.get("/pages").json()["pages"]
     attempts = [
-        ("GET", "/main/plugin/web/evaluate?expression=1", None),
-        ("POST", "/main/plugin/web/evaluate", {"expression": "1"}),
-        ("POST", "/main/primitive/evaluate", {"expression": "1"}),
-        ("POST", "/pages", {"page_id": "spare"}),
-        ("DELETE", "/main", None),
-        ("POST", "/main/lease", {"ttl": 60}),
-        ("POST", f"/jobs/{running}/cancel", None),
-        ("DELETE", f"/jobs/{running}", None),
-        ("POST", "/purge", None),
+        ("GET", "/main/plugin/web/evaluate?expression=1", None, "calling plugin web/evaluate"),
+        ("POST", "/main/plugin/web/evaluate", {"expression": "1"}, "calling plugin web/evaluate"),
+        ("POST", "/main/primitive/evaluate", {"expression": "1"}, "calling primitive evaluate"),
+        ("POST", "/pages", {"page_id": "spare"}, "opening a page"),
+        ("DELETE", "/main", None, "closing a page"),
+        ("POST", "/main/lease", {"ttl": 60}, "taking or renewing a lease"),
+        ("POST", f"/jobs/{running}/cancel", None, "cancelling a job"),
+        ("DELETE", f"/jobs/{running}", None, "forgetting a job"),
+        ("POST", "/purge", None, "freeing the idle pages' memory"),
     ]
     with client(rotating, READER) as reader:
-        for method, path, body in attempts:
+        for method, path, body, refused in attempts:
             answer = reader.request(method, path, json=body)
             assert answer.status_code == 403, (method, path, answer.text)
-            assert answer.json()["success"] is False and answer.json()["error"] == READ_ONLY
+            assert answer.json()["success"] is False and answer.json()["error"] == READ_ONLY.format(refused)
         # A job start with a read key starts nothing either.
         refused = reader.post("/main/plugin/web/evaluate", json={"expression": "1"}, headers={"X-Result-Ttl": "60"})
         assert refused.status_code == 403

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
 from harness.receiver import Receiver
 from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
+from tests.support.raw_socket import http_head
 from tests.test_jobs import job_ids
 
 ENV = {"QUEUE_MAX": "3", "POOL_PAGE_IDLE_S": "1", "WEBHOOK_ATTEMPTS_S": "0", "WEBHOOK_TIMEOUT_S": "2", "CANCEL_GRACE_S": "0.5"}
@@ -182,6 +184,39 @@ def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(api):
     for job in queued:
         assert ended(api, job["job_id"])["state"] == "done"
     assert scraped(api, "penelope_queue_wait_seconds_count") == waited_before + 3
+
+
+def raw_start(worker, page: str) -> tuple[str, dict[str, str]]:
+    """A queued start on a bare socket: its answer's status line as sent, and its headers."""
+    body = b'{"seconds": 0, "tag": "raw"}'
+    request = (
+        f"POST /api/v1/{page}/plugin/testing/sleep HTTP/1.1\r\nHost: 127.0.0.1:{worker.port}\r\n"
+        f"Authorization: Bearer {worker.key}\r\nContent-Type: application/json\r\nX-Result-Ttl: 60\r\n"
+        f"X-Queue-Timeout: 60\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    return http_head("127.0.0.1", worker.port, request)
+
+
+def test_a_full_queue_s_retry_after_counts_down_the_running_job_under_the_standard_status_line(api, worker):
+    """Retry-After is what the job running on the page has left of the
+    page's recent run time (here, one job of 5 s), and the 429 goes out as
+    `429 Too Many Requests` (daphne wrote `Unknown Status`)."""
+    assert api.post("/pages", json={"page_id": "timed"}).status_code == 201
+    try:
+        ended(api, accepted(start(api, 5, page="timed", tag="measure"))["job_id"])
+        holder = accepted(start(api, 30, page="timed", tag="holder"))["job_id"]
+        queued = [accepted(start(api, 0, page="timed", X_Queue_Timeout="60")) for _ in range(3)]
+        status_line, first = raw_start(worker, "timed")
+        assert status_line == "HTTP/1.1 429 Too Many Requests"
+        assert first["content-type"] == "application/json"
+        time.sleep(2)
+        _, later = raw_start(worker, "timed")
+        # Before: the page's run time whatever had run of it (6, both times).
+        assert 1 <= int(later["retry-after"]) < int(first["retry-after"]) <= 6
+        release(api, holder)
+        assert all(ended(api, job["job_id"])["state"] == "done" for job in queued)
+    finally:
+        api.delete("/timed")
 
 
 def test_pressure_says_what_is_running_waiting_and_refused(api):

@@ -4,7 +4,8 @@ through web/cookies, a callback URL's user-info and query string), a job
 carries them, and every answer a read key gets about it (poll, long-poll,
 job list, event socket) is searched for them, while the full key still
 sees them all. A read key's requests do not keep a sleepy worker awake:
-in-process on the API's gate, and on the real worker's activity."""
+in-process on the API's gate, and on the real worker's activity. What a
+read key may not do is refused naming it, in-process."""
 
 from __future__ import annotations
 
@@ -207,6 +208,29 @@ async def test_only_the_full_keys_requests_are_client_activity(keys, key, counts
     assert in_flight_during == [1 if counts else 0]
     assert tracker.requests_in_flight == 0
     assert (tracker.last_activity_at > 1.0) is counts
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "refused"),
+    [
+        ("post", "/api/v1/schedules", {}, "creating a schedule"),
+        ("patch", "/api/v1/schedules/3c0ffee0d15ea5e1", {}, "changing a schedule"),
+        ("delete", "/api/v1/schedules/3c0ffee0d15ea5e1", {}, "deleting a schedule"),
+        ("post", "/api/v1/schedules/3c0ffee0d15ea5e1/trigger", {}, "firing a schedule"),
+        ("post", "/api/v1/main/plugin/demo/flaky", {"X-Result-Ttl": "60"}, "starting a job of demo/flaky"),
+        ("get", "/api/v1/main/plugin/demo/flaky", {}, "calling plugin demo/flaky"),
+        ("post", "/api/v1/main/primitive/evaluate", {}, "calling primitive evaluate"),
+        ("post", "/api/v1/pages", {}, "opening a page"),
+        ("delete", "/api/v1/main", {}, "closing a page"),
+        ("post", "/api/v1/main/lease", {}, "taking or renewing a lease"),
+        ("post", "/api/v1/jobs/0123456789abcdef/rerun", {}, "re-running a job"),
+    ],
+)
+async def test_a_read_keys_refusal_names_what_it_tried(keys, async_client, method, path, headers, refused):
+    body = {} if method == "get" else {"data": "{}", "content_type": "application/json"}
+    response = await getattr(async_client, method)(path, **body, headers={"Authorization": f"Bearer {READER}", **headers})
+    assert response.status_code == 403, response.content
+    assert response.json()["error"] == f"This key may only read (PENELOPE_READ_KEYS): {refused} needs the worker's key."
 
 
 def test_secret_paths_hide_what_they_name_and_nothing_else():

@@ -149,6 +149,27 @@ def test_a_job_without_x_retry_answers_as_the_guide_shows_it(api, tmp_path):
     assert not {"attempt", "attempts", "next_attempt_at", "rerun_of"} & set(job)
 
 
+def test_demo_flaky_fails_its_first_attempts_and_a_retry_sees_it_through(api):
+    """The guides' example: demo/flaky counts with its job's attempt number."""
+    sent = {"X-Result-Ttl": "60", "X-Retry": "2", "X-Retry-Backoff": "0.05"}
+    response = api.post("/main/plugin/demo/flaky", json={"fail_times": 1}, headers=sent)
+    assert response.status_code == 202, response.text
+    job = ended(api, response.json()["job_id"])
+    assert job["state"] == "done" and job["status"] == 200 and job["attempt"] == 2
+    assert job["result"] == {"success": True, "page_id": "main", "attempt": 2}
+    assert [attempt["status"] for attempt in job["attempts"]] == [503, 200]
+
+    # Without X-Retry the first attempt's failure is the job's end.
+    plain = api.post("/main/plugin/demo/flaky", json={"fail_times": 1, "status": 502}, headers={"X-Result-Ttl": "60"})
+    job = ended(api, plain.json()["job_id"])
+    assert job["state"] == "done" and job["status"] == 502 and "attempts" not in job
+    assert job["result"]["error"] == "demo/flaky fails attempt 1 on purpose (fail_times=1)."
+    # A plain call is a first attempt; a status a retry would not try again is refused.
+    assert api.get("/main/plugin/demo/flaky", params={"fail_times": "0"}).json()["attempt"] == 1
+    refused = api.get("/main/plugin/demo/flaky", params={"status": "500"})
+    assert refused.status_code == 400 and "status" in refused.json()["error"]
+
+
 @pytest.mark.parametrize(
     "headers",
     [

@@ -479,6 +479,8 @@ async def test_the_admin_chain_runs_async_with_its_view_check():
 class Connections:
     """What daphne's WebRequest tells its server: the requests it holds."""
 
+    server_name = ""  # what daphne writes as `Server:` (none here)
+
     def __init__(self) -> None:
         self.requests: set = set()
 
@@ -878,3 +880,44 @@ def test_django_keeps_a_model_instance_s_state_in_its_dict():
     seams.take_saved_row(blank, saved)
     assert (blank.pk, blank.params, blank.started_at) == ("00000000000000ac", {"a": 1}, 1.5)
     assert blank._state.adding is False and blank._state.db == "default"
+
+
+# --- 14. the reason phrase of each status -----------------------------------------------------
+
+
+def status_line_of(server_factory, status: int) -> bytes:
+    """The status line daphne writes for `status`, for a request whose body
+    is still coming (so the test's server need not run an application)."""
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
+    (request,) = [request for request in server_factory.server.requests if request.channel is protocol._channel]
+    request.handle_reply({"type": "http.response.start", "status": status, "headers": []})
+    request.handle_reply({"type": "http.response.body", "body": b"", "more_body": True})
+    line = transport.value().split(b"\r\n", 1)[0]  # "(no clientproto yet) 429 ...": the request line is not all in
+    return re.search(rb"\d{3} .*", line).group()
+
+
+def test_daphne_sets_the_status_alone_and_the_seam_names_it(daphne_factory, monkeypatch):
+    """daphne 4.2's `handle_reply` calls Twisted's `setResponseCode` with the
+    status alone, and Twisted 26 writes the phrase of its `RESPONSES` table
+    (`Unknown Status` for a 429) on the status line; `name_statuses` makes
+    the request class pass the standard phrase instead. If the first half
+    fails, Twisted names the status itself now (remove the seam, if its
+    phrases are the standard ones) or daphne sets it another way (adapt
+    `name_statuses`)."""
+    from daphne import http_protocol
+
+    from core.serving import reason_phrase
+
+    monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
+    assert status_line_of(daphne_factory, 429) == b"429 Unknown Status"
+    assert status_line_of(daphne_factory, 408) == b"408 Request Time-out"
+
+    request_class = seams.name_statuses(reason_phrase)
+    assert http_protocol.WebRequest is request_class
+    assert status_line_of(daphne_factory, 429) == b"429 Too Many Requests"
+    assert status_line_of(daphne_factory, 423) == b"423 Locked"
+    assert status_line_of(daphne_factory, 408) == b"408 Request Timeout"
+    assert status_line_of(daphne_factory, 499) == b"499 Client Closed Request"
+    assert status_line_of(daphne_factory, 200) == b"200 OK"
+    assert status_line_of(daphne_factory, 460) == b"460 Unknown Status"  # no standard phrase: Twisted's

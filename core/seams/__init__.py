@@ -2,15 +2,15 @@
 DRF, adrf, daphne or Twisted internal, and every use of a private name of
 theirs (or of Playwright's or channels'), and nothing else.
 
-Pieces 1 to 8 replace upstream code for a gain that was measured (or, for
-two of them, a behaviour the contract needs); pieces 9 to 13 only use a
-private name, for what no public one gives. Each is an upgrade hazard: a new
+Pieces 1 to 8 and 14 replace upstream code for a gain that was measured
+(or, for three of them, a behaviour the contract needs); pieces 9 to 13
+only use a private name, for what no public one gives. Each is an upgrade hazard: a new
 upstream version can change what it relies on without a word.
 `tests/test_seams.py` has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 2, 5,
-9), `rest` (3, 4, 10), `server` (6, 7, 11), `sqlite` (12) and `orm` (8,
+9), `rest` (3, 4, 10), `server` (6, 7, 11, 14), `sqlite` (12) and `orm` (8,
 13); each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
@@ -156,6 +156,17 @@ Twisted 26.10.0, asgiref 3.13.0.
     read the object it handed to `save_model`, which the schedule services
     save as an instance of their own.
 
+14. `name_statuses` replaces `daphne.http_protocol.WebRequest` (daphne
+    4.2.3) again, with a subclass overriding Twisted's
+    `twisted.web.http.Request.setResponseCode` (Twisted 26.10.0): daphne
+    calls it with the status alone, and Twisted then takes the reason
+    phrase from its `RESPONSES` table, which has none for 422, 423 and 429
+    (it writes `Unknown Status`) and older ones for others (`Request
+    Time-out`). The subclass passes the standard phrase
+    (core/serving.py, `reason_phrase`). No speed gain: it buys behaviour
+    (`HTTP/1.1 429 Too Many Requests`), checked by
+    tests/test_queue.py on a real worker.
+
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
 dispatch read that property, and piece 4 replaced both, so it never ran:
@@ -184,7 +195,7 @@ from core.seams.handler import (
 )
 from core.seams.orm import insert_row, take_saved_row
 from core.seams.rest import InlineDispatch, WholeBodyRequest, django_request_of
-from core.seams.server import asyncio_loop_of, bound_request_bodies, bound_request_heads
+from core.seams.server import asyncio_loop_of, bound_request_bodies, bound_request_heads, name_statuses
 from core.seams.sqlite import run_sqlite_script
 
 __all__ = [
@@ -201,6 +212,7 @@ __all__ = [
     "django_request_of",
     "insert_row",
     "keep_request_started_off_api",
+    "name_statuses",
     "request_started_outside_api",
     "run_sqlite_script",
     "take_saved_row",

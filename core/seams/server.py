@@ -1,6 +1,6 @@
-"""Seams in daphne and Twisted: daphne's request class (piece 6), Twisted's
-HTTP channel (7) and the reactor's asyncio loop (11). core/seams/__init__.py
-says what each replaces or relies on, and why.
+"""Seams in daphne and Twisted: daphne's request class (pieces 6 and 14),
+Twisted's HTTP channel (7) and the reactor's asyncio loop (11).
+core/seams/__init__.py says what each replaces or relies on, and why.
 
 Nothing of Twisted or daphne is imported at the top: Twisted's modules are
 import-order sensitive (core/serving.py), and this package is imported
@@ -128,3 +128,24 @@ def asyncio_loop_of(reactor: Any) -> asyncio.AbstractEventLoop:
     `_asyncioEventloop`): the one daphne installed the reactor with, where
     the server, the browser and every task must run."""
     return reactor._asyncioEventloop
+
+
+# --- 14. the reason phrase of each status -----------------------------------------------
+
+
+def name_statuses(phrase: Callable[[int], bytes | None]) -> type:
+    """Make daphne answer each status with `phrase(status)` on the status
+    line (`HTTP/1.1 429 Too Many Requests`), where Twisted's table has none
+    for some statuses (it writes `Unknown Status`) and an older one for
+    others; a status `phrase` gives None for keeps Twisted's. Call it before
+    the server runs; answers the class. It subclasses the request class
+    daphne builds at the time of the call (piece 6's, once that is made),
+    so the two pieces stack in either order."""
+    from daphne import http_protocol
+
+    class NamedStatusRequest(http_protocol.WebRequest):
+        def setResponseCode(self, code: int, message: bytes | None = None) -> None:  # noqa: N802 - Twisted's name
+            super().setResponseCode(code, phrase(code) if message is None else message)
+
+    http_protocol.WebRequest = NamedStatusRequest
+    return NamedStatusRequest

@@ -1,5 +1,7 @@
 """A WebSocket client on a bare socket that reads only when told to: a client
-that has stopped reading, for the event stream's overflow test."""
+that has stopped reading, for the event stream's overflow test; and an HTTP
+request on a bare socket whose answer's head is read as it was sent (its
+status line with its reason phrase, which HTTP clients do not keep)."""
 
 from __future__ import annotations
 
@@ -55,3 +57,20 @@ class RawSocket:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def http_head(host: str, port: int, request: bytes, timeout: float = 30) -> tuple[str, dict[str, str]]:
+    """Send `request` (a whole HTTP/1.1 request) and read its answer's head:
+    the status line as sent (`HTTP/1.1 429 Too Many Requests`) and the
+    headers, by lowercase name."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(request)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the server closed the socket before the end of the head")
+            received += chunk
+    status_line, *lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return status_line, headers
