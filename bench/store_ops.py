@@ -52,7 +52,9 @@ def insert_running(count: int, *, webhook_share: float) -> None:
                 mode=Job.Mode.WEBHOOK if n < webhooks else Job.Mode.POLL,
                 ttl=None if n < webhooks else 600.0,
                 callback="http://127.0.0.1:9/hook" if n < webhooks else None,
+                accepted_at=now - 30,
                 started_at=now - 30,
+                attempt_started_at=now - 30,
             )
             for n in range(count)
         ],
@@ -111,7 +113,8 @@ def sweep(count: int, file_bytes: int = 16 * 1024) -> dict:
         jobs.append(
             Job(
                 id=job_id, page_id="main", plugin="web/screenshot", params={}, state=Job.State.DONE,
-                mode=Job.Mode.POLL, ttl=60.0, started_at=now - 120, finished_at=now - 61, expires_at=now - 1,
+                mode=Job.Mode.POLL, ttl=60.0, accepted_at=now - 120, started_at=now - 120, finished_at=now - 61,
+                expires_at=now - 1,
                 status=200, result={"success": True, "page_id": "main", "media": {"url": f"/api/v1/media/{item.token}"}},
                 media_tokens=[item.token],
             )

@@ -24,16 +24,16 @@ EXPIRED = "expired, removed at the next sweep"
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "state", "queue", "mode", "plugin", "family_version", "page_id", "started", "finished", "status", "tries",
-        "attempts", "held_until",
+        "id", "state", "queue", "mode", "plugin", "family_version", "page_id", "accepted", "started", "finished", "status",
+        "tries", "attempts", "held_until",
     )
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
     # finds a word anywhere in the parameters (keys too).
     search_fields = ("id", "plugin", "params")
     fields = (
-        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "family_version", "page_id", "started",
-        "finished",
+        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "family_version", "page_id", "accepted",
+        "started", "finished",
         "expires", "status", "ttl",
         "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
         "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id", "live_view", "debug", "artifact_links",
@@ -49,6 +49,17 @@ class JobAdmin(ReadOnlyAdmin):
             escaped, escaped_duplicates = super().get_search_results(request, queryset, stored_term)
             results, may_have_duplicates = results | escaped, may_have_duplicates or escaped_duplicates
         return results, may_have_duplicates
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Job | None:
+        """The job as stored; for one running on this worker, with its plugin's
+        last progress report, which the worker keeps in memory until the job's
+        end stores it (a dict read: this view runs in a thread, not on the loop)."""
+        job = super().get_object(request, object_id, from_field)
+        if job is not None and job.state == Job.State.RUNNING:
+            run = runtime_of(request).jobs.running.get(job.id)
+            if run is not None:
+                job.progress = run.progress
+        return job
 
     def get_urls(self):
         live = path("<str:job_id>/live/", self.admin_site.admin_view(self.open_live_view), name="jobs_job_live")
@@ -137,8 +148,13 @@ class JobAdmin(ReadOnlyAdmin):
     def queued_until(self, job: Job) -> str:
         return when(job.queue_deadline)
 
+    @admin.display(description="accepted", ordering="accepted_at")
+    def accepted(self, job: Job) -> str:
+        return when(job.accepted_at)
+
     @admin.display(description="started", ordering="started_at")
     def started(self, job: Job) -> str:
+        """When it first took a page: nothing while a queued job waits for its first turn."""
         return when(job.started_at)
 
     @admin.display(description="finished", ordering="finished_at")
@@ -172,7 +188,7 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="progress")
     def progress_json(self, job: Job) -> str:
-        return pretty_json(job.progress)
+        return pretty_json(job.progress) if job.progress is not None else "-"
 
     @admin.display(description="result")
     def result_json(self, job: Job) -> str:

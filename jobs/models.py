@@ -85,8 +85,9 @@ class JobQuerySet(models.QuerySet):
         self, *, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
         schedule_id: str | None = None, after: tuple[float, str] | None = None,
     ) -> JobQuerySet:
-        """Newest first, after the cursor `after` (`(started_at, id)` of the
-        last job of the previous page), without the results: one indexed query."""
+        """Newest accepted first, after the cursor `after` (`(accepted_at, id)`
+        of the last job of the previous page; a job's place never moves),
+        without the results: one indexed query."""
         jobs = self.in_state(state).defer("result", "params")
         if page_id is not None:
             jobs = jobs.filter(page_id=page_id)
@@ -95,9 +96,9 @@ class JobQuerySet(models.QuerySet):
         if schedule_id is not None:
             jobs = jobs.filter(schedule_id=schedule_id)
         if after is not None:
-            started_at, job_id = after
-            jobs = jobs.filter(Q(started_at__lt=started_at) | Q(started_at=started_at, id__lt=job_id))
-        return jobs.order_by("-started_at", "-id")
+            accepted_at, job_id = after
+            jobs = jobs.filter(Q(accepted_at__lt=accepted_at) | Q(accepted_at=accepted_at, id__lt=job_id))
+        return jobs.order_by("-accepted_at", "-id")
 
     def ids(self, limit: int) -> list[str]:
         return list(self.values_list("id", flat=True)[:limit])
@@ -141,7 +142,11 @@ class Job(models.Model):
     mode = models.CharField(max_length=8, choices=Mode.choices)
     ttl = models.FloatField(null=True, blank=True)
     callback = models.TextField(null=True, blank=True)
-    started_at = models.FloatField()
+    # When it was accepted (its row stored, the 202 answered), and when it first
+    # took a page: the same instant for a job that ran at once; null while a
+    # queued job waits for its first turn; a retried job keeps its first.
+    accepted_at = models.FloatField()
+    started_at = models.FloatField(null=True, blank=True)
     finished_at = models.FloatField(null=True, blank=True)
     # After this nothing is kept: ttl after the end (polling), or past the
     # last webhook attempt (webhook).
@@ -170,13 +175,14 @@ class Job(models.Model):
     enqueued_at = models.FloatField(null=True, blank=True)
     queue_deadline = models.FloatField(null=True, blank=True)
     under_lease = models.BooleanField(default=False, db_default=False)
-    # Retries (X-Retry): the attempts a transient failure may take after the
-    # first and the first back-off; the attempt running (or next to run),
-    # from 1; the attempts that ended ({status, started_at, finished_at});
-    # and, while one waits out its back-off, when it goes back in line.
+    # Retries (X-Retry): the attempts a transient failure may take after the first
+    # and the first back-off; the attempt running (or next to run), from 1, and
+    # when the one running (or run last) took its page; the attempts that ended
+    # ({status, started_at, finished_at}); while one waits out its back-off, when it goes back in line.
     retries = models.SmallIntegerField(default=0, db_default=0)
     retry_backoff = models.FloatField(null=True, blank=True)
     attempt = models.SmallIntegerField(default=1, db_default=1)
+    attempt_started_at = models.FloatField(null=True, blank=True)
     past_attempts = models.JSONField(null=True, blank=True)
     retry_at = models.FloatField(null=True, blank=True)
     # How it was asked for, so that a retry and a re-run ask the same:
@@ -198,9 +204,9 @@ class Job(models.Model):
     objects = JobQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-started_at", "-id"]
+        ordering = ["-accepted_at", "-id"]
         # The job list reads newest first, a page at a time after a cursor.
-        indexes = [models.Index(fields=["started_at", "id"], name="jobs_newest")]
+        indexes = [models.Index(fields=["accepted_at", "id"], name="jobs_newest")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.plugin} ({self.state})"
@@ -271,7 +277,7 @@ class Job(models.Model):
         """running -> queued: the attempt ended with a transient failure and
         attempts remain. Its end joins the past attempts; the next one waits
         out its back-off until `retry_at`, then its turn until `queue_deadline`."""
-        ended = {"status": status, "started_at": round(self.started_at, 3), "finished_at": round(finished_at, 3)}
+        ended = {"status": status, "started_at": round(self.attempt_started_at, 3), "finished_at": round(finished_at, 3)}
         return self._moved(
             Q(state=self.State.RUNNING),
             state=self.State.QUEUED, attempt=self.attempt + 1, past_attempts=[*(self.past_attempts or []), ended],
@@ -279,11 +285,11 @@ class Job(models.Model):
         )
 
     def begin(self, *, now: float, page_id: str, family_version: str | None = None) -> bool:
-        """queued -> running: the job took its page (the one `any` found); it
-        starts now, run by this version of its family."""
+        """queued -> running: the job took its page (the one `any` found); the
+        attempt starts now (the job's start is its first's), run by this version of its family."""
         return self._moved(
-            Q(state=self.State.QUEUED), state=self.State.RUNNING, started_at=now, page_id=page_id, retry_at=None,
-            family_version=family_version,
+            Q(state=self.State.QUEUED), state=self.State.RUNNING, page_id=page_id, retry_at=None, attempt_started_at=now,
+            started_at=now if self.started_at is None else self.started_at, family_version=family_version,
         )
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:

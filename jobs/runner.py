@@ -226,7 +226,7 @@ class JobRunner:
                 if not began:
                     self.pages.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
-                metrics.job_waited(run.job.started_at - run.job.enqueued_at)
+                metrics.job_waited(run.job.attempt_started_at - run.job.enqueued_at)
                 self.publish(Event.JOB_STARTED, run.job)
             stored = await self._execute(run, action, params)
             if not run.requeued:

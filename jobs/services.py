@@ -79,7 +79,8 @@ def create_job(
     family_version: str | None = None,
 ) -> Job:
     """Insert the running job, or the queued one (its page busy, with
-    X-Queue-Timeout); JobsFull when MAX_JOBS are held."""
+    X-Queue-Timeout), accepted now; JobsFull when MAX_JOBS are held. A
+    running job starts now too; a queued one when it takes its page."""
     if not held.reserve(lambda: count_held(time.time())):
         raise JobsFull(
             f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
@@ -95,7 +96,9 @@ def create_job(
         "mode": options.mode,
         "ttl": options.ttl,
         "callback": options.callback,
-        "started_at": now,
+        "accepted_at": now,
+        "started_at": None if queued else now,
+        "attempt_started_at": None if queued else now,
         "idempotency_key": options.idempotency_key,
         "request_digest": digest,
         "under_lease": under_lease,
@@ -159,7 +162,8 @@ def requeue_job(*, job: Job, status: int, now: float) -> Job | None:
 
 def begin_job(*, job: Job, now: float, page_id: str, family_version: str | None = None) -> bool:
     """A queued job took its page (for a job sent to `any`, the page it got):
-    it runs from now, with the family's code of now (False: it was no longer queued)."""
+    its attempt runs from now, with the family's code of now (False: it was
+    no longer queued). Its first attempt's start is the job's `started_at`."""
     return job.begin(now=now, page_id=page_id, family_version=family_version)
 
 

@@ -44,7 +44,9 @@ class Human(serializers.Serializer):
 
 class QueuePlace(serializers.Serializer):
     position = serializers.IntegerField(min_value=1, allow_null=True, help_text="Its place in the page's line, from 1 (next).")
-    enqueued_at = serializers.FloatField(help_text="Epoch seconds: when it was accepted.")
+    enqueued_at = serializers.FloatField(
+        help_text="Epoch seconds: when it joined the line (when it was accepted; for a retry, the end of its back-off)."
+    )
     timeout_at = serializers.FloatField(help_text="Epoch seconds: when its wait runs out (X-Queue-Timeout).")
 
 
@@ -67,17 +69,20 @@ class Attempt(serializers.Serializer):
 
 def attempts(job: Job) -> list[dict[str, Any]]:
     """A retried job's attempts: those that ended, then the one running or
-    ended last; not one that never ran (a job that ended waiting for it,
-    whose `retry_at` its start would have cleared)."""
+    ended last; not one that never ran (a job that ended waiting for it: for
+    its first turn, whose start would have set `attempt_started_at`, or after
+    a back-off, whose `retry_at` its start would have cleared)."""
     shown = list(job.past_attempts or [])
-    if job.state != Job.State.QUEUED and job.retry_at is None:
+    if job.state != Job.State.QUEUED and job.retry_at is None and job.attempt_started_at is not None:
         finished_at = round(job.finished_at, 3) if job.finished_at is not None else None
-        shown.append({"status": job.status, "started_at": round(job.started_at, 3), "finished_at": finished_at})
+        shown.append({"status": job.status, "started_at": round(job.attempt_started_at, 3), "finished_at": finished_at})
     return shown
 
 
 # Fields a job shows only when it was started so (as the guide's jobs answer without them).
 ONLY_IF_ASKED = {
+    # A job that has waited in line (X-Queue-Timeout, or a retry); one that ran at once started when accepted.
+    "accepted_at": lambda job: job.queue_deadline is not None,
     "queue": lambda job: job.queue_deadline is not None,  # X-Queue-Timeout
     "attempt": lambda job: job.retries > 0,  # X-Retry
     "attempts": lambda job: job.retries > 0,
@@ -93,7 +98,20 @@ class JobPoll(PageSuccess):
     job_id = serializers.RegexField(JOB_ID_PATTERN)
     state = serializers.ChoiceField(choices=Job.State.values)
     plugin = serializers.CharField(help_text="`family/action`.")
-    started_at = serializers.FloatField(help_text="Epoch seconds.")
+    accepted_at = serializers.FloatField(
+        required=False,
+        help_text=(
+            "Only for a job that has waited in its page's line (X-Queue-Timeout, or a retry): epoch seconds when it "
+            "was accepted. A job that ran at once started when it was accepted."
+        ),
+    )
+    started_at = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Epoch seconds when it first took its page (a retry keeps the first); null while a queued job waits "
+            "for its first turn."
+        ),
+    )
     finished_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null while it runs.")
     expires_in = serializers.FloatField(min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs.")
     status = serializers.IntegerField(allow_null=True, help_text="The status the plain call would have answered, null while it runs.")
@@ -204,8 +222,12 @@ class JobAt:
         return self.job.plugin
 
     @property
-    def started_at(self) -> float:
-        return round(self.job.started_at, 3)
+    def accepted_at(self) -> float:
+        return round(self.job.accepted_at, 3)
+
+    @property
+    def started_at(self) -> float | None:
+        return round(self.job.started_at, 3) if self.job.started_at is not None else None
 
     @property
     def finished_at(self) -> float | None:

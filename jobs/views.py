@@ -179,12 +179,12 @@ class JobListQuery(serializers.Serializer):
 
     def validate_cursor(self, cursor: str) -> tuple[float, str]:
         try:
-            started_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if not isinstance(started_at, float | int) or isinstance(started_at, bool) or not JOB_ID.fullmatch(job_id):
+            accepted_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+            if not isinstance(accepted_at, float | int) or isinstance(accepted_at, bool) or not JOB_ID.fullmatch(job_id):
                 raise ValueError
         except (ValueError, TypeError):
             raise serializers.ValidationError("not a cursor this worker gave; send the `next` of an answer.") from None
-        return float(started_at), job_id
+        return float(accepted_at), job_id
 
 
 def encode_cursor(after: tuple[float, str] | None) -> str | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 import time
 
 import pytest
 from django.contrib.auth.models import User
 
+from core.admin_base import when
 from jobs.models import DeliveryAttempt, Job
 
 
@@ -20,7 +23,8 @@ def operator(client, db):
 def test_jobs_are_listed_filtered_and_shown_escaped(operator):
     now = time.time()
     Job.objects.create(
-        id="00000000000000aa", page_id="main", plugin="demo/get-following", mode="poll", ttl=60, started_at=now,
+        id="00000000000000aa", page_id="main", plugin="demo/get-following", mode="poll", ttl=60,
+        accepted_at=now, started_at=now,
         state="done", finished_at=now, expires_at=now + 60, status=200,
         result={"success": True, "page_id": "main", "note": "<script>alert(1)</script>"},
     )
@@ -39,7 +43,7 @@ def test_queued_jobs_are_filtered_and_show_their_place(operator):
     for number, priority in ((1, 0), (2, 4)):
         Job.objects.create(
             id=f"00000000000000c{number}", page_id="main", plugin="demo/get-following", mode="poll", ttl=60,
-            started_at=now + number, state="queued", enqueued_at=now + number, queue_deadline=now + 120,
+            accepted_at=now + number, state="queued", enqueued_at=now + number, queue_deadline=now + 120,
             priority=priority,
         )
     listing = operator.get("/admin/jobs/job/?state__exact=queued").content
@@ -47,6 +51,30 @@ def test_queued_jobs_are_filtered_and_show_their_place(operator):
     assert b"#2, priority 0" in listing and b"#1, priority 4" in listing  # the higher priority goes first
     detail = operator.get("/admin/jobs/job/00000000000000c1/change/").content
     assert b"queued until" in detail.lower() and b"#2, priority 0" in detail
+
+
+def shown(detail: str, field: str) -> str:
+    """What the change page shows for one of its read-only fields."""
+    found = re.search(rf'field-{field}\b.*?<div class="readonly">(.*?)</div>', detail, re.DOTALL)
+    assert found, f"no {field} on the page"
+    return found.group(1).strip()
+
+
+def test_a_queued_job_shows_when_it_was_accepted_and_no_start_until_it_takes_its_page(operator, runtime_client):
+    operator = runtime_client  # a running job's page reads the worker's runtime
+    operator.login(username="operator", password="pw")
+    accepted_at = 1796207100.402
+    Job.objects.create(
+        id="00000000000000c3", page_id="main", plugin="demo/get-following", mode="poll", ttl=60,
+        accepted_at=accepted_at, state="queued", enqueued_at=accepted_at, queue_deadline=accepted_at + 120,
+    )
+    detail = operator.get("/admin/jobs/job/00000000000000c3/change/").content.decode()
+    assert shown(detail, "accepted") == when(accepted_at) and shown(detail, "started") == "-"
+    assert when(accepted_at) in operator.get("/admin/jobs/job/?state__exact=queued").content.decode()
+    job = Job.objects.with_id("00000000000000c3")
+    assert job.begin(now=accepted_at + 5, page_id="main")
+    detail = operator.get("/admin/jobs/job/00000000000000c3/change/").content.decode()
+    assert shown(detail, "accepted") == when(accepted_at) and shown(detail, "started") == when(accepted_at + 5)
 
 
 def test_the_admin_cannot_change_anything(operator):
@@ -59,7 +87,8 @@ def test_the_admin_cannot_change_anything(operator):
 def test_a_cancelled_job_shows_its_state_and_progress(operator):
     now = time.time()
     Job.objects.create(
-        id="00000000000000cc", page_id="main", plugin="demo/get-following", mode="poll", ttl=60, started_at=now,
+        id="00000000000000cc", page_id="main", plugin="demo/get-following", mode="poll", ttl=60,
+        accepted_at=now, started_at=now,
         state="cancelled", finished_at=now, expires_at=now + 60, status=499,
         result={"success": False, "error": "job cancelled by a client", "page_id": "main"},
         progress={"done": 40, "total": 200, "message": "40 of 200 handles", "at": now},
@@ -74,7 +103,7 @@ def test_a_cancelled_job_shows_its_state_and_progress(operator):
 def job(job_id: str, plugin: str, params: dict) -> Job:
     now = time.time()
     return Job.objects.create(
-        id=job_id, page_id="main", plugin=plugin, params=params, mode="poll", ttl=60, started_at=now,
+        id=job_id, page_id="main", plugin=plugin, params=params, mode="poll", ttl=60, accepted_at=now, started_at=now,
         state="done", finished_at=now, expires_at=now + 60, status=200, result={"success": True, "page_id": "main"},
     )
 
@@ -123,7 +152,8 @@ def test_the_job_list_says_when_a_result_goes_and_view_site_leads_to_the_health(
     now = time.time()
     for job_id, expires_at in (("00000000000000e8", now - 5), ("00000000000000e9", now + 600)):
         Job.objects.create(
-            id=job_id, page_id="main", plugin="web/state", mode="poll", ttl=60, started_at=now - 60, state="done",
+            id=job_id, page_id="main", plugin="web/state", mode="poll", ttl=60,
+            accepted_at=now - 60, started_at=now - 60, state="done",
             finished_at=now - 60, expires_at=expires_at, status=200, result={"success": True, "page_id": "main"},
         )
     listing = operator.get("/admin/jobs/job/").content.decode()
@@ -141,7 +171,8 @@ def test_manage_jobs_says_an_expired_job_is_removed_at_the_next_sweep(db):
 
     now = time.time()
     Job.objects.create(
-        id="00000000000000ea", page_id="main", plugin="web/state", mode="poll", ttl=60, started_at=now - 90, state="done",
+        id="00000000000000ea", page_id="main", plugin="web/state", mode="poll", ttl=60,
+        accepted_at=now - 90, started_at=now - 90, state="done",
         finished_at=now - 90, expires_at=now - 30, status=200, result={"success": True, "page_id": "main"},
     )
     out = StringIO()
@@ -156,9 +187,13 @@ def test_a_running_job_links_its_live_view(operator, runtime, runtime_client):
     operator.login(username="operator", password="pw")
     registry, links = runtime.pages, runtime.links
     now = time.time()
-    Job.objects.create(id="00000000000000f1", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, started_at=now)
     Job.objects.create(
-        id="00000000000000f2", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, started_at=now,
+        id="00000000000000f1", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60, accepted_at=now,
+        started_at=now,
+    )
+    Job.objects.create(
+        id="00000000000000f2", page_id="watched", plugin="demo/sign-in", mode="poll", ttl=60,
+        accepted_at=now, started_at=now,
         state="done", finished_at=now, expires_at=now + 60, status=200, result={"success": True, "page_id": "watched"},
     )
     detail = operator.get("/admin/jobs/job/00000000000000f1/change/").content.decode()
@@ -189,7 +224,8 @@ def test_a_job_shows_its_family_version_and_opens_its_artifacts_safely(operator,
     stranger = store.put(b"someone else's", content_type="text/plain", filename="x.txt")
     now = time.time()
     Job.objects.create(
-        id="00000000000000d1", page_id="main", plugin="shop/get-items", mode="poll", ttl=60, started_at=now,
+        id="00000000000000d1", page_id="main", plugin="shop/get-items", mode="poll", ttl=60,
+        accepted_at=now, started_at=now,
         state="done", finished_at=now, expires_at=until, status=502, family_version="1.4.0",
         media_tokens=[shot.token, page.token],
         result={"success": False, "page_id": "main", "error": "no list", "artifacts": {
@@ -214,3 +250,29 @@ def test_a_job_shows_its_family_version_and_opens_its_artifacts_safely(operator,
     assert operator.get("/admin/jobs/job/00000000000000d1/artifact/trace/").status_code == 404
     image.close()
     html.close()
+
+
+def test_a_running_job_shows_its_live_progress_and_nothing_before_its_first_report(operator, runtime, runtime_client):
+    from jobs.run import JobRun
+
+    operator = runtime_client
+    operator.login(username="operator", password="pw")
+    now = time.time()
+    job = Job.objects.create(
+        id="00000000000000b1", page_id="main", plugin="demo/get-following", mode="poll", ttl=60, accepted_at=now,
+        started_at=now,
+    )
+    detail = operator.get("/admin/jobs/job/00000000000000b1/change/").content.decode()
+    assert shown(detail, "progress_json") == "-"  # not running here, and no report stored: nothing, not `null`
+    loop = asyncio.new_event_loop()  # a run's cancel is a future of the worker's loop
+    run = JobRun(job=job, claim=None, parts=runtime.jobs.parts, cancel_requested=loop.create_future())
+    runtime.jobs.running[job.id] = run
+    try:
+        assert shown(operator.get("/admin/jobs/job/00000000000000b1/change/").content.decode(), "progress_json") == "-"
+        run.progress = {"done": 40, "total": 200, "message": "40 of 200 handles", "at": now}  # what the plugin reported
+        detail = operator.get("/admin/jobs/job/00000000000000b1/change/").content.decode()
+        assert "40 of 200 handles" in shown(detail, "progress_json") and "&quot;done&quot;: 40" in detail
+        assert Job.objects.with_id(job.id).progress is None  # read from the worker's memory, not written to the row
+    finally:
+        del runtime.jobs.running[job.id]
+        loop.close()

@@ -211,10 +211,10 @@ def fill_with_expired_jobs(store: Path, count: int) -> None:
             name = f"expired{n:06d}.bin"
             (media / name).write_bytes(b"x")
             db.execute(
-                "insert into jobs_job (id, page_id, plugin, params, state, mode, ttl, started_at, finished_at, "
-                "expires_at, status, result, media_tokens, attempts, last_slot) "
-                "values (?, 'main', 'testing/sleep', '{}', 'done', 'poll', 1, ?, ?, ?, 200, '{}', '[]', 0, -1)",
-                (job_id, now - 100, now - 90, now - 89),
+                "insert into jobs_job (id, page_id, plugin, params, state, mode, ttl, accepted_at, started_at, "
+                "finished_at, expires_at, status, result, media_tokens, attempts, last_slot) "
+                "values (?, 'main', 'testing/sleep', '{}', 'done', 'poll', 1, ?, ?, ?, ?, 200, '{}', '[]', 0, -1)",
+                (job_id, now - 100, now - 100, now - 90, now - 89),
             )
             db.execute(
                 "insert into media_store_mediafile (token, path, filename, size, content_type, created_at, "

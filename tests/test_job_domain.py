@@ -119,13 +119,13 @@ def test_the_list_pages_newest_first_with_filters_and_a_cursor(settings):
     settings.MAX_JOBS = 10
     for number in range(7):
         job = start(40 + number, page_id="main" if number % 2 else "other")
-        Job.objects.with_ids([job.id]).update(started_at=1000 + number)
+        Job.objects.with_ids([job.id]).update(accepted_at=1000 + number)
     found, after = selectors.find_jobs(now=time.time(), limit=3)
-    assert [job.started_at for job in found] == [1006, 1005, 1004] and after == (1004, found[-1].id)
+    assert [job.accepted_at for job in found] == [1006, 1005, 1004] and after == (1004, found[-1].id)
     found, after = selectors.find_jobs(now=time.time(), limit=3, after=after)
-    assert [job.started_at for job in found] == [1003, 1002, 1001]
+    assert [job.accepted_at for job in found] == [1003, 1002, 1001]
     found, after = selectors.find_jobs(now=time.time(), limit=3, after=after)
-    assert [job.started_at for job in found] == [1000] and after is None
+    assert [job.accepted_at for job in found] == [1000] and after is None
     mains, _ = selectors.find_jobs(now=time.time(), limit=10, page_id="main")
     assert {job.page_id for job in mains} == {"main"} and len(mains) == 3
     ended = end(Job.objects.with_id(mains[0].id))

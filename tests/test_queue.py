@@ -125,6 +125,21 @@ def test_plain_calls_and_queued_jobs_share_one_arrival_order(api, worker):
     assert answers[0]["tag"] == "plain-first" and answers[0]["ended"] <= job["started"]
 
 
+def test_a_queued_job_is_accepted_when_it_queues_and_starts_when_it_takes_its_page(api):
+    holder = holding(api)
+    job = accepted(start(api, 0, tag="waits", X_Queue_Timeout="30"))
+    waiting = poll(api, job["job_id"])
+    assert waiting["state"] == "queued" and waiting["started_at"] is None
+    assert waiting["accepted_at"] == job["queue"]["enqueued_at"]
+    listed = [entry for entry in api.get("/jobs", params={"state": "queued"}).json()["jobs"] if entry["job_id"] == job["job_id"]]
+    assert (listed[0]["accepted_at"], listed[0]["started_at"]) == (waiting["accepted_at"], None)
+    release(api, holder)
+    done = ended(api, job["job_id"])
+    assert done["accepted_at"] == waiting["accepted_at"] and done["started_at"] >= done["accepted_at"]
+    assert done["started_at"] <= done["result"]["started"]  # it took its page, then its plugin ran
+    assert "accepted_at" not in poll(api, holder)  # a job that ran at once answers as the guide shows
+
+
 def test_a_queued_job_that_waits_too_long_ends_timed_out(api):
     holder = holding(api)
     job = accepted(start(api, 0, X_Queue_Timeout="0.5"))
@@ -148,6 +163,7 @@ def test_a_timed_out_job_is_delivered_by_webhook(api):
         hit = wait_until(lambda: receiver.received("/200/queued"), what="the timed-out job's webhook")[0]
     body = json.loads(hit.body)
     assert body["state"] == "timed_out" and body["status"] == 409
+    assert body["started_at"] is None and body["accepted_at"] > 0  # it never took its page
     release(api, holder)
 
 

@@ -727,8 +727,8 @@ def test_insert_row_writes_the_row_save_writes():
     `Job.start` back to `objects.create()`."""
     from jobs.models import Job
 
-    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "started_at": 1.5,
-             "result": {"value": None}, "callback": None}
+    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "accepted_at": 1.5,
+             "started_at": 1.5, "result": {"value": None}, "callback": None}
     ours, django = Job(id="00000000000000aa", **shape), Job(id="00000000000000ab", **shape)
     seams.insert_row(ours)
     django.save(force_insert=True)
@@ -870,9 +870,10 @@ def test_django_keeps_a_model_instance_s_state_in_its_dict():
     row another way."""
     from jobs.models import Job
 
-    Job(id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", started_at=1.5).save(
-        force_insert=True
-    )
+    Job(
+        id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", accepted_at=1.5,
+        started_at=1.5,
+    ).save(force_insert=True)
     saved = Job.objects.get(id="00000000000000ac")
     assert set(vars(saved)) == {"_state", *(field.attname for field in Job._meta.concrete_fields)}
 

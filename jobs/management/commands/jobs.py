@@ -70,6 +70,7 @@ def summary(body: dict) -> str:
         ("state", body["state"]),
         ("plugin", f"{body['plugin']} on page {body['page_id']}"),
         ("status", body["status"] if body["status"] is not None else "-"),
+        *([("accepted", when(body["accepted_at"]))] if "accepted_at" in body else []),  # a job that waited in line
         ("started", when(body["started_at"])),
         ("finished", when(body["finished_at"])),
         ("expires in", expires_in(body)),
