@@ -150,7 +150,8 @@ class JobQueue:
         its lease, and so only while a call under it holds the page.)"""
         run = self.running.get(page.job_id) if page.job_id else None
         if run is not None:
-            return max(0.0, self.run_time_s(page.name) - (now - run.job.started_at))
+            began = run.job.attempt_started_at or run.job.started_at  # this attempt's start (X-Retry)
+            return max(0.0, self.run_time_s(page.name) - (now - began))
         return self.run_time_s(page.name) if page.held else 0.0
 
     def run_time_s(self, page_id: str) -> float:
