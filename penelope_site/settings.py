@@ -106,6 +106,9 @@ MAX_JOBS = env_int("MAX_JOBS", 1000)
 QUEUE_MAX = env_int("QUEUE_MAX", 100)
 # A pool page (opened for `any`) left idle this long is closed.
 POOL_PAGE_IDLE_S = env_float("POOL_PAGE_IDLE_S", 300)
+# The demo family's default pause between scrolls (demo/get-following's
+# `pause_ms`); the suite's docs runner shortens it.
+DEMO_PAUSE_MS = env_int("DEMO_PAUSE_MS", 250)
 MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)

@@ -45,7 +45,7 @@ class HandleParams(serializers.Serializer):
 
 class FollowingParams(HandleParams):
     limit = serializers.IntegerField(min_value=1, max_value=10_000, default=50)
-    pause_ms = serializers.IntegerField(min_value=0, max_value=10_000, default=250)
+    pause_ms = serializers.IntegerField(min_value=0, max_value=10_000, default=settings.DEMO_PAUSE_MS)
 
 
 # Reads what kind of demo page is shown, and the following list if there is one.

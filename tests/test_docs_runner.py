@@ -1,0 +1,76 @@
+"""The docs runner's own rules (tests/support/docs.py), in-process: what makes
+a block run, shown, or refused, and how shown output is compared."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.docs import compare, json_values, lenient, python_value, read_blocks, shown_in_block
+
+
+def doc(tmp_path, text):
+    path = tmp_path / "DOC.md"
+    path.write_text(text)
+    return path
+
+
+def test_a_block_after_a_run_is_its_output_and_a_marked_one_is_not_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("tests.support.docs.ROOT", tmp_path)
+    blocks = read_blocks(
+        doc(
+            tmp_path,
+            (
+                "```bash\ncurl x\n```\nprose\n```json\n{}\n```\n"
+                "<!-- not run: it needs a person -->\n```bash\nread x\n```\n"
+                "<!-- file: a.py -->\n```python\nx = 1\n```\n"
+            ),
+        )
+    )
+    assert [(b.lang, b.runs, b.marker) for b in blocks] == [
+        ("bash", True, None),
+        ("json", False, None),
+        ("bash", False, "not run"),
+        ("python", False, "file"),
+    ]
+    assert blocks[1].output_of is blocks[0] and blocks[2].note == "it needs a person"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```json\n{}\n```\n",  # shown output of nothing
+        "```bash\ncurl x\n```\n```json\n{}\n```\n```json\n{}\n```\n",  # a second output, unmarked
+        "<!-- not run:  -->\n```bash\nread x\n```\n",  # no reason
+    ],
+)
+def test_an_unmarked_block_that_is_not_run_fails(tmp_path, monkeypatch, text):
+    monkeypatch.setattr("tests.support.docs.ROOT", tmp_path)
+    with pytest.raises(AssertionError):
+        read_blocks(doc(tmp_path, text))
+
+
+def test_ellipses_outside_strings_become_values():
+    assert lenient('{"a":1,…,"b":[…],"c":{…},"d":…,"e":"x…"}') == (
+        '{"a":1,"…": null,"b":["…"],"c":{"…": null},"d":"…","e":"x…"}'
+    )
+    assert python_value("{'a': (1, …), 'b': None, …}") == {"a": (1, "…"), "b": None, "…": None}
+
+
+def test_shape_masks_ids_and_times_but_not_keys_states_or_flags():
+    shown = {"success": True, "job_id": "13d0b7feec27b201", "state": "done", "expires_in": 599.9, "status": 200}
+    assert compare(shown, {**shown, "job_id": "ffff", "expires_in": 12}) == []
+    assert compare(shown, {**shown, "state": "failed"})
+    assert compare(shown, {**shown, "status": 502})
+    assert compare(shown, {**shown, "success": False})
+    assert compare(shown, {**shown, "extra": 1})  # a key the document does not show
+    assert compare({**shown, "…": None}, {**shown, "extra": 1}) == []
+    assert compare(shown, {k: v for k, v in shown.items() if k != "status"})
+    assert compare({"ttl": None}, {"ttl": 600})
+    assert compare({"items": ["a", "…"]}, {"items": ["z", "y", "x"]}) == []
+    assert compare({"items": ["a", "b"]}, {"items": ["z"]})
+
+
+def test_answers_are_found_in_order_in_what_a_block_prints():
+    printed = 'receiving on :8099\n{"a":1}{"b":[2]}\njob 1: stored\n[3]'
+    assert json_values(printed) == [{"a": 1}, {"b": [2]}, [3]]
+    assert shown_in_block('curl x\n# {"a":1,…}\n# {not json, prose\necho') == [{"a": 1, "…": None}]
