@@ -13,6 +13,7 @@ import logging
 import mimetypes
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,20 @@ def media_dir() -> Path:
     return settings.MEDIA_DIR
 
 
+def incoming_dir() -> Path:
+    """Where uploads are written as they arrive (media_store/uploads.py), apart
+    from the files with rows: `drop_orphans` leaves an upload in progress alone."""
+    directory = media_dir() / "incoming"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def links_dir() -> Path:
+    """Where `web/upload` links files under their own names for a page's file
+    input (plugins/web/transfer.py); the links stay until the page's next upload."""
+    return media_dir() / "links"
+
+
 def file_path(item: MediaFile) -> Path:
     return media_dir() / item.path
 
@@ -46,7 +61,9 @@ def put(
     """Store a file for a plain call's one-shot link (or held for `holder`
     until `held_until`), or 507 past MEDIA_MAX_MB."""
     partial = write_partial(data, content_type)
-    return register(partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until)
+    return register(
+        partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until
+    )
 
 
 async def aput(
@@ -103,6 +120,17 @@ def register(
             leftover.unlink(missing_ok=True)
         raise
     return item
+
+
+def register_upload(part: Path, *, size: int, content_type: str, filename: str) -> MediaFile:
+    """`register` for an upload's file, written in `incoming/` (media_store/uploads.py)."""
+    partial = media_dir() / (part.name + ".part")
+    try:
+        os.replace(part, partial)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return register(partial, size=size, content_type=content_type, filename=filename, holder=None, held_until=None)
 
 
 def hold(tokens: Iterable[str], *, holder: str, until: float) -> int:
@@ -215,5 +243,9 @@ def _delete_rows(queryset) -> list[str]:
 
 
 async def adrop_orphans_at_start() -> dict[str, int]:
-    """`drop_orphans` at the worker's start, before any put can run."""
+    """`drop_orphans` at the worker's start, before any put can run; uploads
+    a stop cut short leave their parts in `incoming/`, and pages their
+    uploads' links in `links/`: both are removed too."""
+    for folder in (media_dir() / "incoming", links_dir()):
+        shutil.rmtree(folder, ignore_errors=True)
     return await on_db_thread(drop_orphans)(grace_s=0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import queue
 import re
 import sqlite3
 import threading
@@ -556,6 +557,112 @@ def test_a_body_within_the_bound_is_read_on(bounded):
     assert refusals == [] and transport.value() == b"" and not transport.disconnecting
 
 
+class Application(Connections):
+    """Connections that also run daphne's `process`: the scope and the queue
+    of body messages daphne gives the application."""
+
+    request_buffer_size = 8192
+    proxy_forwarded_address_header = None
+    root_path = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[dict] = []
+        self.queues: list[queue.SimpleQueue] = []
+
+    def create_application(self, protocol, scope: dict) -> queue.SimpleQueue:
+        self.scopes.append(scope)
+        self.queues.append(queue.SimpleQueue())
+        return self.queues[-1]
+
+
+class Sink:
+    def __init__(self, limit: int) -> None:
+        self.limit, self.received, self.ended = limit, b"", None
+
+    def write(self, data: bytes) -> None:
+        self.received += data
+
+    def finish(self) -> str:
+        self.ended = "finished"
+        return f"{len(self.received)} bytes"
+
+    def too_large(self) -> bytes:
+        return b"HTTP/1.1 413 Too Large\r\n\r\n"
+
+    def abort(self) -> None:
+        self.ended = "aborted"
+
+
+@pytest.fixture
+def streaming(monkeypatch):
+    """`bound_request_bodies` with a stream choice: /up goes to a Sink of 100 bytes."""
+    from daphne import http_protocol
+    from twisted.internet.task import Clock
+    from twisted.web import http
+
+    monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
+    sinks: list[Sink] = []
+
+    def choose(method: str, path: str, headers: dict[str, str], length: int | None):
+        if path != "/up":
+            return None
+        if headers.get("authorization") != "yes":
+            return b"HTTP/1.1 401 Unauthorized\r\n\r\n"
+        sinks.append(Sink(100))
+        return sinks[-1]
+
+    seams.bound_request_bodies(lambda *_: b"HTTP/1.1 413 Refused\r\n\r\n", choose)
+    server_factory = http_protocol.HTTPFactory.__new__(http_protocol.HTTPFactory)
+    http.HTTPFactory.__init__(server_factory, reactor=Clock())
+    server_factory.server = Application()
+    return server_factory, sinks
+
+
+def test_daphne_queues_the_whole_body_for_the_application_at_once(streaming):
+    """daphne 4.2's `process` reads the request's whole buffered body and puts
+    it in the application's queue in `request_buffer_size` pieces before the
+    application reads any: a streamed body (an upload) must not reach it that
+    way. If this fails, daphne streams bodies itself; the sink may then be
+    simpler (tests/test_uploads.py checks uploads on a real worker)."""
+    server_factory, sinks = streaming
+    protocol, _transport = connection(server_factory)
+    protocol.dataReceived(b"POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n" + b"x" * 20000)
+    body = server_factory.server.queues[0]
+    pieces = [body.get_nowait() for _ in range(body.qsize())]
+    assert [len(piece["body"]) for piece in pieces] == [8192, 8192, 3616] and sinks == []
+
+
+def test_a_streamed_body_goes_to_its_sink_and_daphne_gets_none(streaming):
+    from twisted.internet.error import ConnectionDone  # as the fixtures import Twisted: after the reactor
+
+    server_factory, sinks = streaming
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nPenelope-Streamed: forged\r\n")
+    protocol.dataReceived(b"Content-Length: 60\r\n\r\n" + b"y" * 60)
+    assert sinks[0].received == b"y" * 60 and sinks[0].ended == "finished"
+    scope = server_factory.server.scopes[0]
+    assert [value for name, value in scope["headers"] if name == b"penelope-streamed"] == [b"60 bytes"]
+    assert server_factory.server.queues[0].get_nowait()["body"] == b""
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 60\r\n\r\n")
+    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and transport.disconnecting
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n")
+    protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
+    protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
+    assert sinks[1].ended == "aborted" and transport.value() == b"HTTP/1.1 413 Too Large\r\n\r\n"
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(
+        b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nContent-Length: 60\r\n\r\n" + b"w" * 30
+    )
+    protocol.connectionLost(ConnectionDone())
+    assert sinks[2].ended == "aborted" and len(server_factory.server.scopes) == 1
+
+
 # --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
 
 HEAD_LIMIT = 16384
@@ -654,7 +761,11 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
 
     def request(count: int) -> bytes:
         # Host is one of them.
-        return b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1)) + b"\r\n"
+        return (
+            b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n"
+            + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1))
+            + b"\r\n"
+        )
 
     def answer(count: int) -> tuple[bytes, bool]:
         protocol, transport = connection(daphne_factory)
@@ -727,13 +838,23 @@ def test_insert_row_writes_the_row_save_writes():
     `Job.start` back to `objects.create()`."""
     from jobs.models import Job
 
-    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "accepted_at": 1.5,
-             "started_at": 1.5, "result": {"value": None}, "callback": None}
+    shape = {
+        "page_id": "main",
+        "plugin": "demo/echo",
+        "params": {"a": [1, "é"]},
+        "mode": "poll",
+        "accepted_at": 1.5,
+        "started_at": 1.5,
+        "result": {"value": None},
+        "callback": None,
+    }
     ours, django = Job(id="00000000000000aa", **shape), Job(id="00000000000000ab", **shape)
     seams.insert_row(ours)
     django.save(force_insert=True)
     with connections["default"].cursor() as cursor:
-        rows = cursor.execute("SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]).fetchall()
+        rows = cursor.execute(
+            "SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]
+        ).fetchall()
     assert rows[0][1:] == rows[1][1:] and rows[0][0] != rows[1][0]  # every column alike but the id
     assert ours._state.adding is False and ours._state.db == "default"
     stored = Job.objects.get(id=ours.id)
@@ -825,7 +946,9 @@ def test_django_s_sqlite_wrapper_holds_the_connection_its_cursors_run_on():
     `wrap_database_errors`. If this fails, Django holds its connection
     elsewhere: read the new `BaseDatabaseWrapper.connect`, and follow it."""
     connection = connections["default"]
-    seams.run_sqlite_script(connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);")
+    seams.run_sqlite_script(
+        connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);"
+    )
     assert isinstance(connection.connection, sqlite3.Connection)
     with connection.cursor() as cursor:  # a TEMP table is seen by its own connection only
         assert cursor.execute("SELECT count(*) FROM probe").fetchone()[0] == 2
@@ -871,7 +994,12 @@ def test_django_keeps_a_model_instance_s_state_in_its_dict():
     from jobs.models import Job
 
     Job(
-        id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", accepted_at=1.5,
+        id="00000000000000ac",
+        page_id="main",
+        plugin="demo/echo",
+        params={"a": 1},
+        mode="poll",
+        accepted_at=1.5,
         started_at=1.5,
     ).save(force_insert=True)
     saved = Job.objects.get(id="00000000000000ac")

@@ -91,7 +91,13 @@ Twisted 26.10.0, asgiref 3.13.0.
    `_path`. Gain: memory, not time, so not a row of docs/BENCHMARKS.md: a
    500 MB POST without the key took a worker from 92 MB to 596 MB resident
    before (core/bounded_http.py); tests/test_bounds.py checks the bound on a
-   real worker.
+   real worker. It also overrides `requestReceived` and `connectionLost`:
+   a request the server chooses to stream (an upload, media_store/uploads.py)
+   has its body written to a sink as it arrives instead of Twisted's buffer,
+   and reaches daphne with an empty one, since daphne's `process` reads the
+   whole buffer into the application's queue at once (`self.content.read`,
+   in `request_buffer_size` chunks put with `put_nowait`): a 100 MB upload
+   would otherwise sit in memory twice. tests/test_uploads.py checks it.
 
 7. `bound_request_heads` replaces the protocol daphne's `HTTPFactory` builds
    for each connection (`protocol`, which Twisted 26.10.0's
@@ -195,7 +201,15 @@ from core.seams.handler import (
 )
 from core.seams.orm import insert_row, take_saved_row
 from core.seams.rest import InlineDispatch, WholeBodyRequest, django_request_of
-from core.seams.server import asyncio_loop_of, bound_request_bodies, bound_request_heads, name_statuses
+from core.seams.server import (
+    STREAMED_HEADER,
+    BodySink,
+    StreamChoice,
+    asyncio_loop_of,
+    bound_request_bodies,
+    bound_request_heads,
+    name_statuses,
+)
 from core.seams.sqlite import run_sqlite_script
 
 __all__ = [
@@ -205,6 +219,9 @@ __all__ = [
     "ThreadlessApiHandler",
     "WholeBodyRequest",
     "asyncio_loop_of",
+    "STREAMED_HEADER",
+    "BodySink",
+    "StreamChoice",
     "bound_request_bodies",
     "bound_request_heads",
     "close_old_connections_off_loop",

@@ -20,6 +20,7 @@ from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
 from jobs.signing import BadSecret, new_secret, signers
+from media_store import uploads
 from penelope_site.settings import secret_key_from, tighten_store
 
 log = logging.getLogger("penelope.worker")
@@ -50,7 +51,9 @@ def check_read_keys() -> None:
                 "(`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'` makes one)."
             )
         if key in settings.PENELOPE_KEY.split():
-            raise BadReadKeys(f"PENELOPE_READ_KEYS: key {number} is also in PENELOPE_KEY; a read key must be a key of its own.")
+            raise BadReadKeys(
+                f"PENELOPE_READ_KEYS: key {number} is also in PENELOPE_KEY; a read key must be a key of its own."
+            )
 
 
 def ensure_webhook_secret(stdout) -> None:
@@ -109,8 +112,13 @@ class Command(BaseCommand):
         from browser.pages import page_of_path  # after the reactor is installed, with the runtime's modules
 
         listened = run_daphne(
-            application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
+            application,
+            host=host,
+            port=port,
+            on_ready=lambda: self._announce(host, port),
+            on_stop=runtime.stop,
             page_of=page_of_path,
+            stream=uploads.choose,
         )
         if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")
