@@ -12,6 +12,7 @@ import asyncio
 import logging
 import mimetypes
 import os
+import re
 import secrets
 import shutil
 import time
@@ -122,15 +123,38 @@ def register(
     return item
 
 
-def register_upload(part: Path, *, size: int, content_type: str, filename: str) -> MediaFile:
-    """`register` for an upload's file, written in `incoming/` (media_store/uploads.py)."""
-    partial = media_dir() / (part.name + ".part")
+def register_file(
+    source: Path,
+    *,
+    size: int,
+    content_type: str,
+    filename: str,
+    holder: str | None = None,
+    held_until: float | None = None,
+) -> MediaFile:
+    """`register` for a file written elsewhere (an upload's part, a finished
+    download): moved into the media folder, never read."""
+    partial = media_dir() / (secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin") + ".part")
     try:
-        os.replace(part, partial)
+        shutil.move(source, partial)  # a rename on the store's own disk
     except BaseException:
-        part.unlink(missing_ok=True)
+        for leftover in (source, partial):
+            leftover.unlink(missing_ok=True)
         raise
-    return register(partial, size=size, content_type=content_type, filename=filename, holder=None, held_until=None)
+    return register(
+        partial, size=size, content_type=content_type, filename=filename, holder=holder, held_until=held_until
+    )
+
+
+UNSAFE_IN_NAMES = re.compile(r'[\x00-\x1f\x7f/\\"]')
+MAX_FILENAME = 200
+
+
+def safe_filename(given: str, fallback: str = "upload") -> str:
+    """A name a file may be saved under anywhere: its last path part, with no
+    control characters or quotes, not hidden, at most 200 characters; else `fallback`."""
+    name = UNSAFE_IN_NAMES.sub("_", given.replace("\\", "/").rsplit("/", 1)[-1]).strip().lstrip(".")
+    return name[:MAX_FILENAME] or fallback
 
 
 def hold(tokens: Iterable[str], *, holder: str, until: float) -> int:

@@ -29,7 +29,7 @@ from core.auth import KEY_REQUIRED, READ, REALM, key_role, read_only
 from core.bounded_http import envelope_answer
 from core.routes import MEDIA
 from core.seams import STREAMED_HEADER
-from media_store.store import MB, incoming_dir
+from media_store.store import MB, incoming_dir, safe_filename
 
 UPLOAD_PATH = f"/api/v1/{MEDIA}"
 # Where the view finds the part the server wrote (a client's own is removed,
@@ -38,19 +38,10 @@ MARKER_META = "HTTP_" + STREAMED_HEADER.decode().upper().replace("-", "_")
 CONTENT_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
 PART_NAME = re.compile(r"^[0-9a-f]{32}(\.\w{1,10})?$")
 DEFAULT_TYPE = "application/octet-stream"
-UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\"]')
-MAX_FILENAME = 200
 
 
 def upload_limit() -> int:
     return int(settings.UPLOAD_MAX_MB * MB)
-
-
-def safe_filename(given: str, fallback: str = "upload") -> str:
-    """A name a file may be saved under anywhere: its last path part, with no
-    control characters, not hidden, at most 200 characters; else `fallback`."""
-    name = UNSAFE.sub("_", given.replace("\\", "/").rsplit("/", 1)[-1]).strip().lstrip(".")
-    return name[:MAX_FILENAME] or fallback
 
 
 def content_type_of(headers: dict[str, str]) -> str | None:

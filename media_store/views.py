@@ -158,7 +158,7 @@ class Upload(ApiView):
                 digest = hashlib.sha256(body).hexdigest()
             else:
                 path, size, digest = part
-                item = await on_db_thread(store.register_upload)(
+                item = await on_db_thread(store.register_file)(
                     path, size=size, content_type=content_type, filename=filename
                 )
         except BaseException:

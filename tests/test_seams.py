@@ -39,6 +39,7 @@ from rest_framework.request import Request
 from core import seams
 from core.envelope import json_response
 from core.rest import ApiView, JsonObjectBody
+from harness.worker import wait_until
 
 factory = AsyncRequestFactory()
 
@@ -1050,3 +1051,29 @@ def test_daphne_sets_the_status_alone_and_the_seam_names_it(daphne_factory, monk
     assert status_line_of(daphne_factory, 499) == b"499 Client Closed Request"
     assert status_line_of(daphne_factory, 200) == b"200 OK"
     assert status_line_of(daphne_factory, 460) == b"460 Unknown Status"  # no standard phrase: Twisted's
+
+
+# --- 15. the file a running download is written to ---------------------------------------
+
+
+def test_playwrights_download_knows_its_file_from_the_start_and_chromium_grows_it_beside(person, site):
+    """Playwright 1.65's artifact carries `absolutePath` from the download's
+    start (its public `path()` waits for the end), and Chromium writes
+    `<that path>.crdownload` as the download runs, renamed at its end. If
+    this fails, Playwright moved the path or Chromium its partial file:
+    adapt `download_file_of` and plugins/downloads.py's `size_of`
+    (tests/test_downloads.py then checks the bound on a real worker)."""
+    context = person.new_context(accept_downloads=True)
+    try:
+        page = context.new_page()
+        page.set_content(f"<a href='{site.url}/download?name=s.bin&kib=4096&pause_ms=20'>get</a>")
+        with page.expect_download() as started:
+            page.click("a")
+        download = started.value
+        known = seams.download_file_of(download)
+        growing = known.with_name(known.name + ".crdownload")
+        wait_until(lambda: growing.exists() and growing.stat().st_size > 0, what="the partial file to grow")
+        assert download.path() == known and not growing.exists()
+        assert known.stat().st_size == 4096 * 1024
+    finally:
+        context.close()

@@ -4,14 +4,14 @@ theirs (or of Playwright's or channels'), and nothing else.
 
 Pieces 1 to 8 and 14 replace upstream code for a gain that was measured
 (or, for three of them, a behaviour the contract needs); pieces 9 to 13
-only use a private name, for what no public one gives. Each is an upgrade hazard: a new
+and 15 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
 upstream version can change what it relies on without a word.
 `tests/test_seams.py` has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 2, 5,
-9), `rest` (3, 4, 10), `server` (6, 7, 11, 14), `sqlite` (12) and `orm` (8,
-13); each is imported here under its own name. Written against Django
+9), `rest` (3, 4, 10), `server` (6, 7, 11, 14), `sqlite` (12), `orm` (8,
+13) and `browser` (15); each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0.
@@ -173,6 +173,14 @@ Twisted 26.10.0, asgiref 3.13.0.
     (`HTTP/1.1 429 Too Many Requests`), checked by
     tests/test_queue.py on a real worker.
 
+15. `download_file_of` reads the path a running download is written to from
+    its artifact's `_initializer["absolutePath"]` (Playwright 1.65.2: the
+    server's `ArtifactDispatcher` sends it with the artifact, and the
+    public `Download.path()` waits for the download's end). With it a
+    download past DOWNLOAD_MAX_MB is cancelled as it grows, not once it is
+    whole (plugins/downloads.py). tests/test_seams.py checks that the path
+    is known at the start and grows while the download runs.
+
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
 dispatch read that property, and piece 4 replaced both, so it never ran:
@@ -190,6 +198,7 @@ documents as its models' public API (`Model._meta`, `Model._state`,
 
 from __future__ import annotations
 
+from core.seams.browser import download_file_of
 from core.seams.handler import (
     THREADLESS_PREFIX,
     MiddlewareChain,
@@ -227,6 +236,7 @@ __all__ = [
     "close_old_connections_off_loop",
     "close_with",
     "django_request_of",
+    "download_file_of",
     "insert_row",
     "keep_request_started_off_api",
     "name_statuses",

@@ -13,8 +13,9 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.api import first_line
 from core.shapes import Flag, Text
-from plugins.framework import Context, first_line
+from plugins.framework import Context
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, action, wait_for
 
@@ -27,7 +28,9 @@ class Field(serializers.Serializer):
 
 
 class NextPage(serializers.Serializer):
-    selector = Text(max_length=1000, required=False, help_text="A link or button to click for the next page; not with url.")
+    selector = Text(
+        max_length=1000, required=False, help_text="A link or button to click for the next page; not with url."
+    )
     url = Text(
         max_length=4096,
         required=False,
@@ -211,7 +214,13 @@ class Collection:
         while True:
             found = await self.page.evaluate(
                 READ_ITEMS_JS,
-                [self.token, self.params["item_selector"], self.params.get("attribute"), fields, not self.params["raw_urls"]],
+                [
+                    self.token,
+                    self.params["item_selector"],
+                    self.params.get("attribute"),
+                    fields,
+                    not self.params["raw_urls"],
+                ],
             )
             added = self.add(found)
             self.ctx.progress(

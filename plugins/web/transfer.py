@@ -1,5 +1,6 @@
 """The `web` actions that move files between a site and the worker's media:
-`upload` puts media files (a client's, from `POST /api/v1/media`, or a
+`download` takes a file the site serves as a download (plugins/downloads.py),
+and `upload` puts media files (a client's, from `POST /api/v1/media`, or a
 plugin's) into a page's file input.
 
 A file input gets files by path, and the page sees each path's last part as
@@ -22,12 +23,14 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.api import first_line
 from core.db_thread import on_db_thread
-from core.shapes import Text
+from core.shapes import Text, Url
 from media_store import store
 from media_store.models import MediaFile
-from plugins.framework import Context, PluginError, first_line
+from plugins.framework import Context, PluginError
 from plugins.web.base import SELECTOR, WebParams, action, first_match
+from plugins.web.error_page import navigate, settle_after
 
 MEDIA_PREFIX = "/api/v1/media/"
 MAX_FILES = 100
@@ -115,3 +118,50 @@ async def upload(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
         raise PluginError(400, f"The files could not be set: {first_line(error.message)}") from None
     return {"files": [{"url": f"{MEDIA_PREFIX}{item.token}", "filename": item.filename, "size": item.size,
                        "content_type": item.content_type} for item in items]}  # fmt: skip
+
+
+# --- downloads -------------------------------------------------------------------------
+
+
+class DownloadParams(WebParams):
+    url = Url(required=False, help_text="Open it and take the file it answers with. Not with selector.")
+    selector = Text(
+        max_length=1000, required=False, help_text="Click it and take what the click downloads. Not with url."
+    )
+    timeout_ms = serializers.IntegerField(
+        min_value=1, max_value=600_000, default=30_000, help_text="How long the download may take to start."
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if ("url" in data) == ("selector" in data):
+            raise serializers.ValidationError("give either url or selector.")
+        return data
+
+
+@action("download", params=DownloadParams)
+async def download(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Take a file the site serves as a download: the one `url` answers with,
+    or the one (or ones) a click on `selector` starts. Answers `media` and its
+    `filename`, `size`, `content_type` and `sha256`, and `files`, every file in
+    the order they started."""
+    timeout = params["timeout_ms"]
+    async with ctx.expect_download(page, timeout_ms=timeout) as downloads:
+        if "url" in params:
+            try:
+                await navigate(page, params["url"], wait_until="commit", timeout=timeout)
+            except PlaywrightError as error:
+                # A download aborts the navigation that found it; any other failure is the navigation's.
+                if "Download is starting" not in error.message and not downloads.started:
+                    await settle_after(page, error)
+                    raise
+        else:
+            element = await first_match(page, params["selector"])
+            await element.click(timeout=timeout)
+    files = await downloads.store()
+    first = files[0]
+    media = {key: first[key] for key in ("url", "expires_at", "content_type", "size")}
+    return {
+        "media": media,
+        **{key: first[key] for key in ("filename", "size", "content_type", "sha256")},
+        "files": files,
+    }

@@ -29,7 +29,9 @@ async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     started = time.time()
     media = None
     if params["media_size"] and params["media_first"]:
-        media = await ctx.put_media(bytes(params["media_size"]), content_type="application/octet-stream", filename="work.bin")
+        media = await ctx.put_media(
+            bytes(params["media_size"]), content_type="application/octet-stream", filename="work.bin"
+        )
     await asyncio.sleep(params["seconds"])
     if params["media_size"] and not params["media_first"]:
         data = bytes(i % 251 for i in range(params["media_size"]))
@@ -73,6 +75,19 @@ class MediaParams(serializers.Serializer):
 async def media(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     data = bytes(i % 251 for i in range(params["size"]))
     return {"media": await ctx.put_media(data, content_type="application/octet-stream", filename="blob.bin")}
+
+
+class ExportParams(serializers.Serializer):
+    selector = serializers.CharField(max_length=200)
+    timeout_ms = serializers.IntegerField(min_value=1, max_value=60_000, default=5_000)
+
+
+@family.action("export", params=ExportParams)
+async def export(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Click what starts a download and keep what it brings, as a family's own step would."""
+    async with ctx.expect_download(page, timeout_ms=params["timeout_ms"]) as downloads:
+        await page.click(params["selector"])
+    return {"files": await downloads.store()}
 
 
 class WaitParams(serializers.Serializer):
@@ -159,7 +174,11 @@ async def ask(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
     """Ask a person and answer what they said. Its own time limit (0.5 s) is
     shorter than any wait the tests give a person: only a paused limit lets
     it answer."""
-    media = await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt") if params["file"] else None
+    media = (
+        await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt")
+        if params["file"]
+        else None
+    )
     answer = await ctx.ask_human(reason=params["reason"], timeout_s=params["wait_s"])
     return {"answer": answer, "url": page.url, "media": media}
 
