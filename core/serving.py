@@ -34,7 +34,8 @@ def say_generated(stdout, setting: str, key_file: Path) -> None:
     """Say that a secret was generated and where it is kept, never its value:
     a worker's output goes to `kubectl logs` and every log shipper."""
     stdout.write(
-        f"Generated {setting}: it is kept in {key_file} (readable by its owner only); read it with: cat {key_file}\n"
+        f"Generated {setting}: it is kept in {key_file} (readable by its owner only); "
+        f"read it with: cat {key_file}\n"
     )
     stdout.flush()
 

@@ -24,60 +24,20 @@ EXPIRED = "expired, removed at the next sweep"
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
     list_display = (
-        "id",
-        "state",
-        "queue",
-        "mode",
-        "plugin",
-        "family_version",
-        "page_id",
-        "accepted",
-        "started",
-        "finished",
-        "status",
-        "tries",
-        "attempts",
-        "held_until",
+        "id", "state", "queue", "mode", "plugin", "family_version", "page_id", "accepted", "started", "finished", "status",
+        "tries", "attempts", "held_until",
     )
     list_filter = ("state", "mode", "plugin", "status")
     # `params` is a JSONField: on SQLite its text, so `params__icontains`
     # finds a word anywhere in the parameters (keys too).
     search_fields = ("id", "plugin", "params")
     fields = (
-        "id",
-        "state",
-        "queue",
-        "priority",
-        "queued_until",
-        "mode",
-        "plugin",
-        "family_version",
-        "page_id",
-        "accepted",
-        "started",
-        "finished",
-        "expires",
-        "status",
-        "ttl",
-        "callback",
-        "attempts",
-        "last_error",
-        "next_attempt",
-        "claim_owner",
-        "claimed",
-        "idempotency_key",
-        "tries",
-        "next_try",
-        "past_attempts_json",
-        "rerun_of",
-        "schedule_id",
-        "live_view",
-        "debug",
-        "artifact_links",
-        "progress_json",
-        "params_json",
-        "result_json",
-        "media_tokens",
+        "id", "state", "queue", "priority", "queued_until", "mode", "plugin", "family_version", "page_id", "accepted",
+        "started", "finished",
+        "expires", "status", "ttl",
+        "callback", "attempts", "last_error", "next_attempt", "claim_owner", "claimed", "idempotency_key",
+        "tries", "next_try", "past_attempts_json", "rerun_of", "schedule_id", "live_view", "debug", "artifact_links",
+        "progress_json", "params_json", "result_json", "media_tokens",
     )
 
     def get_search_results(self, request, queryset, search_term):
@@ -104,9 +64,7 @@ class JobAdmin(ReadOnlyAdmin):
     def get_urls(self):
         live = path("<str:job_id>/live/", self.admin_site.admin_view(self.open_live_view), name="jobs_job_live")
         artifact = path(
-            "<str:job_id>/artifact/<str:name>/",
-            self.admin_site.admin_view(self.open_artifact),
-            name="jobs_job_artifact",
+            "<str:job_id>/artifact/<str:name>/", self.admin_site.admin_view(self.open_artifact), name="jobs_job_artifact"
         )
         return [live, artifact, *super().get_urls()]
 
@@ -117,8 +75,7 @@ class JobAdmin(ReadOnlyAdmin):
         if not kept:
             return "-"
         return format_html_join(
-            " · ",
-            '<a href="{}">{}</a>',
+            " · ", '<a href="{}">{}</a>',
             ((reverse("admin:jobs_job_artifact", args=[job.id, name]), name) for name in kept),
         )
 
@@ -135,10 +92,8 @@ class JobAdmin(ReadOnlyAdmin):
         except FileNotFoundError:  # swept since it was looked up
             raise Http404(f"Job {job.id} holds no {name} now: its hold is over.") from None
         response = FileResponse(
-            file,
-            content_type=item.content_type,
-            as_attachment=not item.content_type.startswith("image/"),
-            filename=item.filename,
+            file, content_type=item.content_type,
+            as_attachment=not item.content_type.startswith("image/"), filename=item.filename,
         )
         # The page's own HTML and scripts never run in the admin's origin.
         response["Content-Security-Policy"] = "sandbox"
@@ -153,23 +108,17 @@ class JobAdmin(ReadOnlyAdmin):
             return "-"
         return format_html(
             '<a href="{}" target="_blank" rel="noopener noreferrer">Watch and drive page {} live</a>',
-            reverse("admin:jobs_job_live", args=[job.id]),
-            job.page_id,
+            reverse("admin:jobs_job_live", args=[job.id]), job.page_id,
         )
 
     def open_live_view(self, request: HttpRequest, job_id: str) -> HttpResponse:
         if not self.has_view_permission(request):  # a control link acts as the persona: staff alone is not enough
             raise PermissionDenied
         job = get_object_or_404(Job, pk=job_id)
-        url = (
-            async_to_sync(runtime_of(request).links.operator_link)(job.page_id)
-            if job.state == Job.State.RUNNING
-            else None
-        )
+        url = async_to_sync(runtime_of(request).links.operator_link)(job.page_id) if job.state == Job.State.RUNNING else None
         if url is None:
             return HttpResponse(
-                f"Job {job.id} is not running on an open page now: there is nothing to watch.",
-                status=404,
+                f"Job {job.id} is not running on an open page now: there is nothing to watch.", status=404,
                 content_type="text/plain; charset=utf-8",
             )
         return HttpResponseRedirect(url)
@@ -252,8 +201,7 @@ def job_artifacts(job: Job) -> dict[str, str]:
     if not isinstance(artifacts, dict):
         return {}
     return {
-        name: link["url"].rsplit("/", 1)[-1]
-        for name, link in artifacts.items()
+        name: link["url"].rsplit("/", 1)[-1] for name, link in artifacts.items()
         if isinstance(link, dict) and isinstance(link.get("url"), str)
     }
 

@@ -21,14 +21,8 @@ from django.conf import settings
 from core.addresses import refused_address
 
 __all__ = [
-    "CallbackRefused",
-    "CallbackUnresolved",
-    "pinned_request",
-    "refused_address",
-    "resolve_allowed",
-    "submit_refusal",
+    "CallbackRefused", "CallbackUnresolved", "pinned_request", "refused_address", "resolve_allowed", "submit_refusal",
 ]
-
 
 class CallbackRefused(Exception):
     """The callback points into the host's own networks: never sent."""
@@ -36,6 +30,7 @@ class CallbackRefused(Exception):
 
 class CallbackUnresolved(Exception):
     """The callback's host has no address now (perhaps only for now)."""
+
 
 
 async def submit_refusal(url: str, header: str = "X-Callback-Url") -> str | None:

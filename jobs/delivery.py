@@ -116,9 +116,7 @@ def record_outcome(
         elif outcome == DeliveryAttempt.Outcome.DELIVERED:
             if job.record_final(owner=owner):
                 media.expire(job.id, until=time.time() + settings.MEDIA_AFTER_DELIVERY_S)
-        elif outcome == DeliveryAttempt.Outcome.RETRY and job.record_retry(
-            owner=owner, error=error or f"HTTP {status_code}"
-        ):
+        elif outcome == DeliveryAttempt.Outcome.RETRY and job.record_retry(owner=owner, error=error or f"HTTP {status_code}"):
             pass
         else:
             outcome = DeliveryAttempt.Outcome.GAVE_UP
@@ -199,11 +197,7 @@ async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
         what=f"webhook {attempt.job_id} attempt {attempt.number}'s outcome",
     )
     log.info(
-        "webhook %s attempt %d to %s: %s (%s)",
-        attempt.job_id,
-        attempt.number,
-        url_for_log(attempt.url),
-        outcome,
+        "webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, url_for_log(attempt.url), outcome,
         error or status_code,
     )
     delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
@@ -231,12 +225,8 @@ class Deliverer:
     """
 
     def __init__(
-        self,
-        concurrency: int = 32,
-        idle_wait_s: float | None = None,
-        tracker: Tracker | None = None,
-        bus: Bus | None = None,
-        tasks: Tasks | None = None,
+        self, concurrency: int = 32, idle_wait_s: float | None = None, tracker: Tracker | None = None,
+        bus: Bus | None = None, tasks: Tasks | None = None,
     ) -> None:
         self.wake = asyncio.Event()
         # The worker's idle clock, which starts when a job stops counting
@@ -307,9 +297,7 @@ class Deliverer:
             free = self.concurrency - len(self.in_flight)
             attempts, next_in_s = await on_db_thread(claim_round)(self.owner.id, time.time(), free)
             for attempt in attempts:
-                task = self.tasks.spawn(
-                    self._send(client, attempt), about=f"webhook {attempt.job_id} attempt {attempt.number}"
-                )
+                task = self.tasks.spawn(self._send(client, attempt), about=f"webhook {attempt.job_id} attempt {attempt.number}")
                 self.in_flight.add(task)
                 task.add_done_callback(self.in_flight.discard)
             return next_in_s

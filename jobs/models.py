@@ -58,9 +58,7 @@ class JobQuerySet(models.QuerySet):
 
     def claim_owners_besides(self, owner: str) -> set[str]:
         """The deliverers other than `owner` that hold a claim among these jobs."""
-        return set(
-            self.exclude(claim_owner__isnull=True).exclude(claim_owner=owner).values_list("claim_owner", flat=True)
-        )
+        return set(self.exclude(claim_owner__isnull=True).exclude(claim_owner=owner).values_list("claim_owner", flat=True))
 
     def takeable(self, dead_owners: list[str]) -> JobQuerySet:
         """Unclaimed, or claimed by a deliverer that has ended."""
@@ -84,13 +82,8 @@ class JobQuerySet(models.QuerySet):
         return self if state is None else self.filter(state=state)
 
     def listed(
-        self,
-        *,
-        state: str | None = None,
-        page_id: str | None = None,
-        plugin: str | None = None,
-        schedule_id: str | None = None,
-        after: tuple[float, str] | None = None,
+        self, *, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
+        schedule_id: str | None = None, after: tuple[float, str] | None = None,
     ) -> JobQuerySet:
         """Newest accepted first, after the cursor `after` (`(accepted_at, id)`
         of the last job of the previous page; a job's place never moves),
@@ -284,34 +277,19 @@ class Job(models.Model):
         """running -> queued: the attempt ended with a transient failure and
         attempts remain. Its end joins the past attempts; the next one waits
         out its back-off until `retry_at`, then its turn until `queue_deadline`."""
-        ended = {
-            "status": status,
-            "started_at": round(self.attempt_started_at, 3),
-            "finished_at": round(finished_at, 3),
-        }
+        ended = {"status": status, "started_at": round(self.attempt_started_at, 3), "finished_at": round(finished_at, 3)}
         return self._moved(
             Q(state=self.State.RUNNING),
-            state=self.State.QUEUED,
-            attempt=self.attempt + 1,
-            past_attempts=[*(self.past_attempts or []), ended],
-            retry_at=retry_at,
-            enqueued_at=retry_at,
-            queue_deadline=queue_deadline,
-            page_id=page_id,
-            progress=None,
+            state=self.State.QUEUED, attempt=self.attempt + 1, past_attempts=[*(self.past_attempts or []), ended],
+            retry_at=retry_at, enqueued_at=retry_at, queue_deadline=queue_deadline, page_id=page_id, progress=None,
         )
 
     def begin(self, *, now: float, page_id: str, family_version: str | None = None) -> bool:
         """queued -> running: the job took its page (the one `any` found); the
         attempt starts now (the job's start is its first's), run by this version of its family."""
         return self._moved(
-            Q(state=self.State.QUEUED),
-            state=self.State.RUNNING,
-            page_id=page_id,
-            retry_at=None,
-            attempt_started_at=now,
-            started_at=now if self.started_at is None else self.started_at,
-            family_version=family_version,
+            Q(state=self.State.QUEUED), state=self.State.RUNNING, page_id=page_id, retry_at=None, attempt_started_at=now,
+            started_at=now if self.started_at is None else self.started_at, family_version=family_version,
         )
 
     def interrupt(self, *, now: float, status: int, result: dict) -> bool:

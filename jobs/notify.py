@@ -38,14 +38,11 @@ NOTIFY_PAUSE_S = 2.0  # before the second attempt; doubled before the third
 def notify_needs_human(job: Job, tasks: Tasks) -> None:
     """Send the notification in the background (the plugin does not wait for it)."""
     now = time.time()
-    body = json.dumps(
-        {
-            "type": Event.JOB_NEEDS_HUMAN.value,
-            "timestamp": datetime.fromtimestamp(now, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "data": job_body(job, now),
-        },
-        separators=(",", ":"),
-    ).encode()
+    body = json.dumps({
+        "type": Event.JOB_NEEDS_HUMAN.value,
+        "timestamp": datetime.fromtimestamp(now, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "data": job_body(job, now),
+    }, separators=(",", ":")).encode()
     message_id = f"{job.id}-human-{int(job.human['asked_at'] * 1000)}"
     tasks.spawn(send(job.notify_url, message_id, job.id, body), about=f"job {job.id}'s needs_human notification")
 
@@ -56,9 +53,7 @@ async def send(url: str, message_id: str, job_id: str, body: bytes) -> bool:
     async with webhook_client() as client:
         for attempt in range(1, NOTIFY_ATTEMPTS + 1):
             outcome = await post_once(client, url, message_id, job_id, body)
-            log.info(
-                "job %s's needs_human notification to %s, attempt %d: %s", job_id, url_for_log(url), attempt, outcome
-            )
+            log.info("job %s's needs_human notification to %s, attempt %d: %s", job_id, url_for_log(url), attempt, outcome)
             if outcome != DeliveryAttempt.Outcome.RETRY:
                 return outcome == DeliveryAttempt.Outcome.DELIVERED
             if attempt < NOTIFY_ATTEMPTS:

@@ -68,15 +68,9 @@ class JobOptions:
     def again(cls, job: Job) -> JobOptions:
         """What a re-run of `job` asks: its job headers but its Idempotency-Key."""
         return cls(
-            ttl=job.ttl,
-            callback=job.callback,
-            queue_timeout=job.queue_timeout,
-            priority=job.priority,
-            retries=job.retries,
-            retry_backoff=job.retry_backoff or DEFAULT_BACKOFF_S,
-            rerun_of=job.id,
-            notify=job.notify_url,
-            debug=job.debug,
+            ttl=job.ttl, callback=job.callback, queue_timeout=job.queue_timeout, priority=job.priority,
+            retries=job.retries, retry_backoff=job.retry_backoff or DEFAULT_BACKOFF_S, rerun_of=job.id,
+            notify=job.notify_url, debug=job.debug,
         )
 
     def digest(self, page_id: str, route: str, params: dict[str, Any]) -> str:
@@ -103,9 +97,7 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     callback = request.headers.get(CALLBACK_HEADER)
     ttl = request.headers.get(TTL_HEADER)
     if callback is not None and ttl is not None:
-        raise BadJobHeader(
-            CALLBACK_HEADER, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way."
-        )
+        raise BadJobHeader(CALLBACK_HEADER, f"Send {CALLBACK_HEADER} or {TTL_HEADER}, not both: a job is delivered one way.")
     queue_timeout = request.headers.get(QUEUE_TIMEOUT_HEADER)
     priority = request.headers.get(PRIORITY_HEADER)
     retry = request.headers.get(RETRY_HEADER)
@@ -113,37 +105,27 @@ def parse_options(request: HttpRequest) -> JobOptions | None:
     notify = request.headers.get(NOTIFY_HEADER)
     if ttl is None and callback is None:
         if notify is not None:
-            raise BadJobHeader(
-                NOTIFY_HEADER, f"{NOTIFY_HEADER} is a job's: send it with {TTL_HEADER} or {CALLBACK_HEADER}."
-            )
+            raise BadJobHeader(NOTIFY_HEADER, f"{NOTIFY_HEADER} is a job's: send it with {TTL_HEADER} or {CALLBACK_HEADER}.")
         if queue_timeout is not None or priority is not None:
             header = QUEUE_TIMEOUT_HEADER if queue_timeout is not None else PRIORITY_HEADER
             raise BadJobHeader(
-                header,
-                f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.",
+                header, f"{QUEUE_TIMEOUT_HEADER} and {PRIORITY_HEADER} queue a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}."
             )
         if retry is not None or backoff is not None:
             header = RETRY_HEADER if retry is not None else BACKOFF_HEADER
-            raise BadJobHeader(
-                header,
-                f"{RETRY_HEADER} and {BACKOFF_HEADER} retry a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.",
-            )
+            raise BadJobHeader(header, f"{RETRY_HEADER} and {BACKOFF_HEADER} retry a job: send them with {TTL_HEADER} or {CALLBACK_HEADER}.")
         return None  # a plain call: Idempotency-Key is not read
     if backoff is not None and retry is None:
-        raise BadJobHeader(
-            BACKOFF_HEADER, f"{BACKOFF_HEADER} is the back-off of {RETRY_HEADER}: send it with {RETRY_HEADER}."
-        )
+        raise BadJobHeader(BACKOFF_HEADER, f"{BACKOFF_HEADER} is the back-off of {RETRY_HEADER}: send it with {RETRY_HEADER}.")
     key = request.headers.get(IDEMPOTENCY_HEADER)
     queueing = {
         "idempotency_key": parse_idempotency_key(key) if key is not None else None,
         "queue_timeout": plain_seconds(queue_timeout, most=MAX_QUEUE_TIMEOUT_S, what=QUEUE_TIMEOUT_HEADER)
-        if queue_timeout is not None
-        else None,
+        if queue_timeout is not None else None,
         "priority": parse_priority(priority) if priority is not None else 0,
         "retries": parse_retries(retry) if retry is not None else 0,
         "retry_backoff": plain_seconds(backoff, most=MAX_BACKOFF_S, what=BACKOFF_HEADER)
-        if backoff is not None
-        else DEFAULT_BACKOFF_S,
+        if backoff is not None else DEFAULT_BACKOFF_S,
         "notify": parse_callback(notify, header=NOTIFY_HEADER) if notify is not None else None,
         "debug": debug.parse_mode(request.headers.get(debug.HEADER)),
     }
@@ -162,10 +144,7 @@ def parse_priority(raw: str) -> int:
 def parse_retries(raw: str) -> int:
     value = raw.strip()
     if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_RETRIES or value[0] == "0":
-        raise BadJobHeader(
-            RETRY_HEADER,
-            f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.",
-        )
+        raise BadJobHeader(RETRY_HEADER, f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.")
     return int(value)
 
 
@@ -175,9 +154,7 @@ IDEMPOTENCY_KEY_PATTERN = re.compile(rf"[\x20-\x7e]{{1,{MAX_IDEMPOTENCY_KEY}}}")
 
 def parse_idempotency_key(raw: str) -> str:
     if not IDEMPOTENCY_KEY_PATTERN.fullmatch(raw):
-        raise BadJobHeader(
-            IDEMPOTENCY_HEADER, f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters."
-        )
+        raise BadJobHeader(IDEMPOTENCY_HEADER, f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters.")
     return raw
 
 

@@ -36,18 +36,13 @@ class PressureShape(Success):
     pages = PageCounts()
     running = serializers.IntegerField(min_value=0, help_text="Jobs running on this worker.")
     queued = serializers.IntegerField(min_value=0, help_text="Jobs waiting for their page (X-Queue-Timeout).")
-    oldest_queued_s = serializers.FloatField(
-        allow_null=True, help_text="Seconds the longest-waiting job has waited, or null."
-    )
+    oldest_queued_s = serializers.FloatField(allow_null=True, help_text="Seconds the longest-waiting job has waited, or null.")
     jobs_held = serializers.IntegerField(min_value=0, help_text="Jobs counted against MAX_JOBS.")
     max_jobs = serializers.IntegerField(min_value=1, help_text="MAX_JOBS.")
     rejected_last_minute = serializers.IntegerField(
-        min_value=0,
-        help_text="Job starts refused in the last 60 s: a busy page (409), a full queue (429), MAX_JOBS (503).",
+        min_value=0, help_text="Job starts refused in the last 60 s: a busy page (409), a full queue (429), MAX_JOBS (503)."
     )
-    accepting = serializers.BooleanField(
-        help_text="Whether a job start can be taken now: the browser is up and MAX_JOBS is not reached."
-    )
+    accepting = serializers.BooleanField(help_text="Whether a job start can be taken now: the browser is up and MAX_JOBS is not reached.")
 
 
 def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
@@ -74,6 +69,7 @@ def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
 
 
 class PressureView(ApiView):
+
     @extend_schema(
         **operation(
             operation_id="getPressure",

@@ -23,11 +23,6 @@ def asked(run: JobRun) -> None:
 def publish(bus: Bus, event: Event, job: Job, **fields: Any) -> None:
     """The job's event on its worker's bus; a socket gets the job as a poll shows it."""
     bus.publish(
-        event,
-        page_id=job.page_id,
-        job_id=job.id,
-        job=lambda: job_body(job, time.time()),
-        state=job.state,
-        mode=job.mode,
-        **fields,
+        event, page_id=job.page_id, job_id=job.id, job=lambda: job_body(job, time.time()), state=job.state,
+        mode=job.mode, **fields,
     )

@@ -92,10 +92,8 @@ class JobRun:
     async def end_unrun(self, refused: Refusal) -> Job | None:
         """End the job without its page: its wait ran out, a client cancelled
         it, the lease it waited under is gone. The job as stored, or None."""
-        state = (
-            Job.State.CANCELLED
-            if isinstance(refused, Cancelled)
-            else (Job.State.TIMED_OUT if isinstance(refused, QueueTimedOut) else Job.State.DONE)
+        state = Job.State.CANCELLED if isinstance(refused, Cancelled) else (
+            Job.State.TIMED_OUT if isinstance(refused, QueueTimedOut) else Job.State.DONE
         )
         self.decided = True
         return await store_end(self.job, failure(refused, self.job.page_id, time.time(), 0.0), [], state, None)
@@ -107,11 +105,7 @@ class JobRun:
         return self.job
 
     async def execute(
-        self,
-        action: Action,
-        params: dict[str, Any],
-        *,
-        on_progress: Callable[[JobRun], None],
+        self, action: Action, params: dict[str, Any], *, on_progress: Callable[[JobRun], None],
         on_human: Callable[[JobRun], None],
     ) -> Job | None:
         """Run the plugin exactly as a plain call would, then store its answer,
@@ -140,20 +134,13 @@ class JobRun:
             return await self.parts.questions.ask(claim.page, reason, timeout_s, asked)
 
         ctx = Context(
-            page_id=claim.page.name,
-            media_holder=job.id,
-            media_held_until=held_until,
-            on_progress=reported,
-            ask_person=ask_person,
-            debug=debug.effective(job.debug),
-            attempt=job.attempt,
+            page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported,
+            ask_person=ask_person, debug=debug.effective(job.debug), attempt=job.attempt,
         )
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()
         self.parts.request_log.record_job(**log_row, started_at=started_at)
-        plugin = self.plugin = self.parts.tasks.spawn(
-            run_claimed(self.parts.pages, claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}"
-        )
+        plugin = self.plugin = self.parts.tasks.spawn(run_claimed(self.parts.pages, claim, action, params, ctx), about=f"job {job.id}'s plugin {action.route}")
         try:
             cancelled = await self.plugin_ended_or_cancelled(plugin)
         except asyncio.CancelledError:  # the worker stops
@@ -179,10 +166,7 @@ class JobRun:
         if not cancelled and job.retries_left and transient(outcome):
             try:
                 requeued = await persist(
-                    requeue_job,
-                    job=copy.copy(job),
-                    status=outcome.status,
-                    now=time.time(),
+                    requeue_job, job=copy.copy(job), status=outcome.status, now=time.time(),
                     what=f"job {job.id}'s next attempt",
                 )
             except Exception:  # the store refused it: the attempt's end is stored as the job's instead
@@ -213,8 +197,7 @@ class JobRun:
         if not stopped:
             log.warning(
                 "job %s's plugin did not stop within %g s of its cancel; its page is reopened",
-                self.job.id,
-                settings.CANCEL_GRACE_S,
+                self.job.id, settings.CANCEL_GRACE_S,
             )
             try:
                 await self.parts.pages.reopen_tab(self.claim.page)

@@ -86,12 +86,7 @@ class JobRunner:
     # --- starting ----------------------------------------------------------------------
 
     async def submit(
-        self,
-        *,
-        page: ManagedPage | None,
-        action: Action,
-        params: dict[str, Any],
-        lease_id: str | None,
+        self, *, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
         options: JobOptions,
     ) -> Job:
         """Claim the idle page (any free one when `page` is None: `any`) for a
@@ -105,39 +100,27 @@ class JobRunner:
         page_name = page.name if page is not None else ANY
         digest = options.digest(page_name, action.route, params)
         if key in self.starting:
-            raise KeyInFlight(
-                "A job start with this Idempotency-Key is still being stored; try again in a moment.", page_name
-            )
+            raise KeyInFlight("A job start with this Idempotency-Key is still being stored; try again in a moment.", page_name)
         self.starting.add(key)
         try:
             earlier = await on_db_thread(find_held_by_key)(key=key, now=time.time())
             if earlier is None:
                 return await self._claim_and_start(page, action, params, lease_id, options, digest)
             if earlier.request_digest != digest:
-                raise KeyReused(
-                    "This Idempotency-Key was sent with a different request (route, page, parameters "
-                    "or job headers); use a new key for a new job.",
-                    page_name,
-                )
+                raise KeyReused("This Idempotency-Key was sent with a different request (route, page, parameters "
+                                "or job headers); use a new key for a new job.", page_name)
             return earlier
         finally:
             self.starting.discard(key)
 
     async def _claim_and_start(
-        self,
-        page: ManagedPage | None,
-        action: Action,
-        params: dict[str, Any],
-        lease_id: str | None,
-        options: JobOptions,
-        digest: str | None = None,
+        self, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions, digest: str | None = None,
     ) -> Job:
         job_id = secrets.token_hex(8)
         try:
             try:
-                claim = await self.pages.broker.take_now(
-                    page.name if page is not None else ANY, job_id=job_id, lease_id=lease_id
-                )
+                claim = await self.pages.broker.take_now(page.name if page is not None else ANY, job_id=job_id, lease_id=lease_id)
             except PageBusy:
                 if options.queue_timeout is None:
                     raise
@@ -157,56 +140,31 @@ class JobRunner:
             raise
 
     async def _start(
-        self,
-        job_id: str,
-        claim: Claim,
-        action: Action,
-        params: dict[str, Any],
-        options: JobOptions,
-        digest: str | None,
+        self, job_id: str, claim: Claim, action: Action, params: dict[str, Any], options: JobOptions, digest: str | None,
         on_any: bool,
     ) -> Job:
         """Store the job (JobsFull past MAX_JOBS) and start its run; the page
         is released if it cannot start."""
         try:
             job = await on_db_thread(create_job)(
-                job_id=job_id,
-                page_id=claim.page.name,
-                plugin=action.route,
-                params=params,
-                options=options,
-                held=self.held,
-                digest=digest,
-                under_lease=claim.lease is not None,
-                on_any=on_any,
+                job_id=job_id, page_id=claim.page.name, plugin=action.route, params=params, options=options,
+                held=self.held, digest=digest, under_lease=claim.lease is not None, on_any=on_any,
                 family_version=action.version,
             )
         except BaseException:
             self.pages.broker.release(claim)
             raise
         run = self.running[job_id] = JobRun(
-            job=job,
-            claim=claim,
-            page=None if on_any else claim.page,
-            lease_id=claim.lease.id if claim.lease else None,
+            job=job, claim=claim, page=None if on_any else claim.page, lease_id=claim.lease.id if claim.lease else None,
             parts=self.parts,
         )
-        run.task = self.parts.tasks.spawn(
-            self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}"
-        )
+        run.task = self.parts.tasks.spawn(self._lifecycle(run, action, params, None), about=f"job {job_id} on page {claim.page.name}")
         self.publish(Event.JOB_STARTED, job)
         return job
 
     async def _enqueue(
-        self,
-        job_id: str,
-        page: ManagedPage | None,
-        action: Action,
-        params: dict[str, Any],
-        lease_id: str | None,
-        options: JobOptions,
-        digest: str | None,
-        room: Room,
+        self, job_id: str, page: ManagedPage | None, action: Action, params: dict[str, Any], lease_id: str | None,
+        options: JobOptions, digest: str | None, room: Room,
     ) -> Job:
         """Store the queued job (JobsFull past MAX_JOBS) and put it in its
         page's line (or the line of `any`); it runs when its turn comes. Its
@@ -214,17 +172,9 @@ class JobRunner:
         the step that puts it in line."""
         try:
             job = await on_db_thread(create_job)(
-                job_id=job_id,
-                page_id=page.name if page is not None else ANY,
-                plugin=action.route,
-                params=params,
-                options=options,
-                held=self.held,
-                digest=digest,
-                queued=True,
-                under_lease=lease_id is not None,
-                on_any=page is None,
-                family_version=action.version,
+                job_id=job_id, page_id=page.name if page is not None else ANY, plugin=action.route, params=params,
+                options=options, held=self.held, digest=digest, queued=True, under_lease=lease_id is not None,
+                on_any=page is None, family_version=action.version,
             )
             self._wait_then_run(job, page, action, params, lease_id)
         finally:
@@ -243,9 +193,7 @@ class JobRunner:
             place: Waiting = None if job.retry_at is not None else place_for(run)
         except DomainError as refused:  # its page closed, or its lease went, while its row was stored
             place = refused  # it ends at once, stored with the refusal, as a poll then shows
-        run.task = self.parts.tasks.spawn(
-            self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}"
-        )
+        run.task = self.parts.tasks.spawn(self._lifecycle(run, action, params, place), about=f"queued job {job.id} on {job.page_id}")
         self.publish(Event.JOB_QUEUED, job)
         return run
 
@@ -276,9 +224,7 @@ class JobRunner:
                     self.pages.broker.release(claim)
                     raise
                 if not began:
-                    self.pages.broker.release(
-                        claim
-                    )  # no longer queued in the store (an operator's command): the page goes on
+                    self.pages.broker.release(claim)  # no longer queued in the store (an operator's command): the page goes on
                     return None
                 metrics.job_waited(run.job.attempt_started_at - run.job.enqueued_at)
                 self.publish(Event.JOB_STARTED, run.job)
@@ -293,10 +239,7 @@ class JobRunner:
         began, page_id = time.monotonic(), run.claim.page.name
         try:
             return await run.execute(
-                action,
-                params,
-                on_progress=lambda run: self.publish(Event.JOB_PROGRESS, run.shown()),
-                on_human=asked,
+                action, params, on_progress=lambda run: self.publish(Event.JOB_PROGRESS, run.shown()), on_human=asked,
             )
         finally:
             self.queue.ran(page_id, time.monotonic() - began)
@@ -322,14 +265,8 @@ class JobRunner:
                 if found is None:
                     raise ActionFailed(f"No plugin action {job.plugin} after the restart.", job.page_id)
                 if job.under_lease:
-                    raise LeaseRequired(
-                        "The lease this job was queued under is gone: the worker restarted.", job.page_id
-                    )
-                page = (
-                    None
-                    if job.page_id == ANY
-                    else (self.pages.pages.get(job.page_id) or await self.pages.open(job.page_id))
-                )
+                    raise LeaseRequired("The lease this job was queued under is gone: the worker restarted.", job.page_id)
+                page = None if job.page_id == ANY else (self.pages.pages.get(job.page_id) or await self.pages.open(job.page_id))
                 params = found.validate_stored(job.params)
             except Refusal as refused:
                 stored = await store_end(job, failure(refused, job.page_id, time.time(), 0.0), [], Job.State.DONE, None)
@@ -343,20 +280,13 @@ class JobRunner:
         Idempotency-Key. JobStillRunning while it is queued or running."""
         earlier = await self.poll(job_id)
         if not earlier.ended:
-            raise JobStillRunning(
-                f"Job {job_id} is still {earlier.state}; it can be re-run once it has ended.", earlier.page_id
-            )
+            raise JobStillRunning(f"Job {job_id} is still {earlier.state}; it can be re-run once it has ended.", earlier.page_id)
         action = find_action(*earlier.plugin.split("/", 1))
         if action is None:
-            raise NoSuchAction(
-                f"No plugin action {earlier.plugin} on this worker: its family is not loaded.", earlier.page_id
-            )
+            raise NoSuchAction(f"No plugin action {earlier.plugin} on this worker: its family is not loaded.", earlier.page_id)
         page = None if earlier.on_any else self.pages.get(earlier.page_id)
         return await self.submit(
-            page=page,
-            action=action,
-            params=action.validate_stored(earlier.params),
-            lease_id=lease_id,
+            page=page, action=action, params=action.validate_stored(earlier.params), lease_id=lease_id,
             options=JobOptions.again(earlier),
         )
 
@@ -425,9 +355,7 @@ class JobRunner:
             return job
         if job.ended:
             raise JobNotCancellable(f"Job {job_id} has already ended: its state is {job.state}.", job.page_id)
-        raise JobNotCancellable(
-            f"Job {job_id} is not running on this worker, so it cannot be cancelled here.", job.page_id
-        )
+        raise JobNotCancellable(f"Job {job_id} is not running on this worker, so it cannot be cancelled here.", job.page_id)
 
     async def forget(self, job_id: str) -> None:
         """Delete an ended job and its files now; it leaves `recent` before its
@@ -460,11 +388,7 @@ class JobRunner:
                 assert run.claim.page.job_id == job_id, f"page {run.claim.page.name} does not name job {job_id}"
         for job_id, job in self.recent.jobs.items():
             assert job.ended and job.mode == Job.Mode.POLL, f"recent job {job_id} is {job.state}, {job.mode}"
-            assert job_id not in self.running or self.running[job_id].stored is not None, (
-                f"job {job_id} is recent before its end"
-            )
+            assert job_id not in self.running or self.running[job_id].stored is not None, f"job {job_id} is recent before its end"
         assert self.waiters.count >= sum(map(len, self.waiters.by_job.values())), "a waiter is counted nowhere"
         if self.held.bound is not None:
-            assert self.held.bound >= sum(1 for run in self.running.values() if run.stored is None), (
-                "held bound below running"
-            )
+            assert self.held.bound >= sum(1 for run in self.running.values() if run.stored is None), "held bound below running"

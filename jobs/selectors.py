@@ -26,22 +26,12 @@ def find_held_by_key(*, key: str, now: float) -> Job | None:
 
 
 def find_jobs(
-    *,
-    now: float,
-    limit: int,
-    state: str | None = None,
-    page_id: str | None = None,
-    plugin: str | None = None,
-    schedule_id: str | None = None,
-    after: tuple[float, str] | None = None,
+    *, now: float, limit: int, state: str | None = None, page_id: str | None = None, plugin: str | None = None,
+    schedule_id: str | None = None, after: tuple[float, str] | None = None,
 ) -> tuple[list[Job], tuple[float, str] | None]:
     """A page of the held jobs, newest accepted first (`JobQuerySet.listed`):
     the jobs, and the cursor of the next page, or None at the end."""
-    found = list(
-        Job.objects.held(now).listed(state=state, page_id=page_id, plugin=plugin, schedule_id=schedule_id, after=after)[
-            : limit + 1
-        ]
-    )
+    found = list(Job.objects.held(now).listed(state=state, page_id=page_id, plugin=plugin, schedule_id=schedule_id, after=after)[: limit + 1])
     more = len(found) > limit
     found = found[:limit]
     return found, ((found[-1].accepted_at, found[-1].id) if more else None)

@@ -74,17 +74,8 @@ class HeldJobsBound:
 
 
 def create_job(
-    *,
-    job_id: str,
-    page_id: str,
-    plugin: str,
-    params: dict[str, Any],
-    options: JobOptions,
-    held: HeldJobsBound,
-    digest: str | None = None,
-    queued: bool = False,
-    under_lease: bool = False,
-    on_any: bool = False,
+    *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, held: HeldJobsBound,
+    digest: str | None = None, queued: bool = False, under_lease: bool = False, on_any: bool = False,
     family_version: str | None = None,
 ) -> Job:
     """Insert the running job, or the queued one (its page busy, with
@@ -124,9 +115,7 @@ def create_job(
         fields.update(retries=options.retries, retry_backoff=options.retry_backoff)
     if queued:
         fields.update(
-            state=Job.State.QUEUED,
-            enqueued_at=now,
-            queue_deadline=now + options.queue_timeout,
+            state=Job.State.QUEUED, enqueued_at=now, queue_deadline=now + options.queue_timeout,
         )
     if options.idempotency_key is None:
         return Job.start(**fields)  # one INSERT, committed on its own
@@ -137,12 +126,7 @@ def create_job(
 
 
 def end_job(
-    *,
-    job: Job,
-    state: str,
-    status: int,
-    result: dict[str, Any],
-    media_tokens: list[str],
+    *, job: Job, state: str, status: int, result: dict[str, Any], media_tokens: list[str],
     progress: dict[str, Any] | None,
 ) -> Job | None:
     """Store a job's answer (running -> done, or cancelled) and answer the job
@@ -151,11 +135,7 @@ def end_job(
     moves in the same transaction."""
     with transaction.atomic() if media_tokens or job.media_tokens else contextlib.nullcontext():
         ended = job.finish(
-            state=state,
-            status=status,
-            result=result,
-            finished_at=time.time(),
-            media_tokens=media_tokens,
+            state=state, status=status, result=result, finished_at=time.time(), media_tokens=media_tokens,
             progress=progress,
         )
         if not ended:
@@ -174,10 +154,7 @@ def requeue_job(*, job: Job, status: int, now: float) -> Job | None:
     running."""
     retry_at = now + back_off_s(job.retry_backoff, job.attempt)
     moved = job.requeue(
-        status=status,
-        finished_at=now,
-        retry_at=retry_at,
-        queue_deadline=retry_at + wait_in_line_s(job.queue_timeout),
+        status=status, finished_at=now, retry_at=retry_at, queue_deadline=retry_at + wait_in_line_s(job.queue_timeout),
         page_id=ANY if job.on_any else job.page_id,
     )
     return job if moved else None
@@ -255,8 +232,7 @@ def recover(now: float | None = None) -> dict[str, int]:
     ended now; jobs past their deadline go without a last try."""
     now = now or time.time()
     counts = {
-        "retried": drain(requeue_batch, now),
-        "interrupted": drain(interrupt_batch, now),
+        "retried": drain(requeue_batch, now), "interrupted": drain(interrupt_batch, now),
         "expired": drain(discard_expired_batch, now),
     }
     log_recovery(counts)
@@ -267,8 +243,7 @@ async def arecover(now: float | None = None) -> dict[str, int]:
     """`recover` from the event loop, a batch at a time on the database thread."""
     now = now or time.time()
     counts = {
-        "retried": await adrain(requeue_batch, now),
-        "interrupted": await adrain(interrupt_batch, now),
+        "retried": await adrain(requeue_batch, now), "interrupted": await adrain(interrupt_batch, now),
         "expired": await adrain(discard_expired_batch, now),
     }
     log_recovery(counts)
@@ -281,9 +256,7 @@ def log_recovery(counts: dict[str, int]) -> None:
     if any(counts.values()):
         log.info(
             "recovery: %d jobs interrupted, %d queued again for their next attempt (X-Retry), %d past their deadline deleted",
-            counts["interrupted"],
-            counts["retried"],
-            counts["expired"],
+            counts["interrupted"], counts["retried"], counts["expired"],
         )
 
 
@@ -305,3 +278,4 @@ async def asweep(now: float | None = None) -> dict[str, int]:
         "files": await adrain(media.sweep_batch, now),
         "attempts": await adrain(discard_expired_attempts_batch, now),
     }
+

@@ -43,9 +43,7 @@ class Human(serializers.Serializer):
 
 
 class QueuePlace(serializers.Serializer):
-    position = serializers.IntegerField(
-        min_value=1, allow_null=True, help_text="Its place in the page's line, from 1 (next)."
-    )
+    position = serializers.IntegerField(min_value=1, allow_null=True, help_text="Its place in the page's line, from 1 (next).")
     enqueued_at = serializers.FloatField(
         help_text="Epoch seconds: when it joined the line (when it was accepted; for a retry, the end of its back-off)."
     )
@@ -115,12 +113,8 @@ class JobPoll(PageSuccess):
         ),
     )
     finished_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null while it runs.")
-    expires_in = serializers.FloatField(
-        min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs."
-    )
-    status = serializers.IntegerField(
-        allow_null=True, help_text="The status the plain call would have answered, null while it runs."
-    )
+    expires_in = serializers.FloatField(min_value=0, allow_null=True, help_text="Seconds it is still held, null while it runs.")
+    status = serializers.IntegerField(allow_null=True, help_text="The status the plain call would have answered, null while it runs.")
     result = serializers.DictField(
         allow_null=True,
         help_text=(
@@ -139,21 +133,18 @@ class JobPoll(PageSuccess):
     delivery = Delivery(allow_null=True, help_text="A webhook job's deliveries so far, null for a polling job.")
     progress = Progress(allow_null=True, help_text="The plugin's last progress report, or null if it made none.")
     queue = QueuePlace(
-        allow_null=True,
-        required=False,
+        allow_null=True, required=False,
         help_text="Only for a job started with X-Queue-Timeout: where it waits while queued, then null.",
     )
     attempt = serializers.IntegerField(
         min_value=1, required=False, help_text="Only with X-Retry: the attempt running (or next to run), from 1."
     )
     attempts = Attempt(
-        many=True,
-        required=False,
+        many=True, required=False,
         help_text="Only with X-Retry: each attempt so far, oldest first; the job's own status and result are the last one's.",
     )
     next_attempt_at = serializers.FloatField(
-        allow_null=True,
-        required=False,
+        allow_null=True, required=False,
         help_text="Only with X-Retry: epoch seconds when an attempt waiting out its back-off goes back in line, else null.",
     )
     rerun_of = serializers.RegexField(
@@ -286,11 +277,7 @@ class JobAt:
 
     @property
     def next_attempt_at(self) -> float | None:
-        return (
-            round(self.job.retry_at, 3)
-            if self.job.retry_at is not None and self.job.state == Job.State.QUEUED
-            else None
-        )
+        return round(self.job.retry_at, 3) if self.job.retry_at is not None and self.job.state == Job.State.QUEUED else None
 
     @property
     def human(self) -> dict[str, Any] | None:
@@ -318,9 +305,7 @@ class JobEntry(JobPoll):
 
 class JobList(Success):
     jobs = JobEntry(many=True, help_text="Newest first.")
-    next = serializers.CharField(
-        allow_null=True, help_text="The `cursor` of the next page of the list, or null at its end."
-    )
+    next = serializers.CharField(allow_null=True, help_text="The `cursor` of the next page of the list, or null at its end.")
 
 
 class JobAccepted(PageSuccess):
@@ -329,18 +314,13 @@ class JobAccepted(PageSuccess):
     ttl = serializers.FloatField(allow_null=True, help_text="X-Result-Ttl, null for a webhook job.")
     callback = serializers.CharField(allow_null=True, help_text="X-Callback-Url, null for a polling job.")
     state = serializers.ChoiceField(
-        choices=[Job.State.RUNNING, Job.State.QUEUED],
-        required=False,
+        choices=[Job.State.RUNNING, Job.State.QUEUED], required=False,
         help_text="Only with X-Queue-Timeout: `queued` when its page was busy and it waits, else `running`.",
     )
     queue = QueuePlace(
-        allow_null=True,
-        required=False,
-        help_text="Only with X-Queue-Timeout: where it waits; null when it runs at once.",
+        allow_null=True, required=False, help_text="Only with X-Queue-Timeout: where it waits; null when it runs at once."
     )
-    rerun_of = serializers.RegexField(
-        JOB_ID_PATTERN, required=False, help_text="Only for a re-run: the job it re-runs."
-    )
+    rerun_of = serializers.RegexField(JOB_ID_PATTERN, required=False, help_text="Only for a re-run: the job it re-runs.")
 
     def to_representation(self, accepted: dict[str, Any]) -> dict[str, Any]:
         shown = super().to_representation(accepted)

@@ -72,9 +72,7 @@ class EventStream(AsyncWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         job = query.get("job", [None])[-1]
         page = query.get("page", [None])[-1]
-        if (job is not None and not JOB_FILTER.fullmatch(job)) or (
-            page is not None and not PAGE_FILTER.fullmatch(page)
-        ):
+        if (job is not None and not JOB_FILTER.fullmatch(job)) or (page is not None and not PAGE_FILTER.fullmatch(page)):
             return None
         return job, page
 

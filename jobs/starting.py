@@ -80,7 +80,7 @@ def callback_schema() -> dict[str, Any]:
     is ASCII; an international host goes in its xn-- form), at most
     MAX_CALLBACK_LENGTH; that it has a host the webhook can be sent to, the
     description says (`jobs.options.parse_callback`)."""
-    authority = '[!"$-.0-:;-=>@-~]'  # printable ASCII but space, / ? and #
+    authority = "[!\"$-.0-:;-=>@-~]"  # printable ASCII but space, / ? and #
     # No `format: uri`: RFC 3986 refuses characters (`|`, `{`) the server takes.
     return {
         "type": "string",
@@ -120,12 +120,7 @@ def job_description() -> dict:
                 # The pattern holds for job starts. A plain call ignores the
                 # header, whatever its value: a rule between headers, which
                 # OpenAPI 3.0 cannot state, so the description says it.
-                {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_IDEMPOTENCY_KEY,
-                    "pattern": IDEMPOTENCY_KEY_SCHEMA_PATTERN,
-                },
+                {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY, "pattern": IDEMPOTENCY_KEY_SCHEMA_PATTERN},
                 OpenApiParameter.HEADER,
                 description=(
                     f"With a job header ({TTL_HEADER} or {CALLBACK_HEADER}): 1 to {MAX_IDEMPOTENCY_KEY} printable "
@@ -252,18 +247,10 @@ class JobStart:
         return options
 
     async def start(
-        self,
-        request: HttpRequest,
-        *,
-        page: ManagedPage | None,
-        action: Action,
-        params: dict[str, Any],
-        lease_id: str | None,
-        options: JobOptions,
+        self, request: HttpRequest, *, page: ManagedPage | None, action: Action, params: dict[str, Any],
+        lease_id: str | None, options: JobOptions,
     ) -> HttpResponse:
-        job = await runner_of(request).submit(
-            page=page, action=action, params=params, lease_id=lease_id, options=options
-        )
+        job = await runner_of(request).submit(page=page, action=action, params=params, lease_id=lease_id, options=options)
         return self.accepted(request, job)
 
     def accepted(self, request: HttpRequest, job: Job) -> HttpResponse:

@@ -79,11 +79,7 @@ class JobDetail(ApiView):
     async def get(self, request: Any, job_id: str) -> HttpResponse:
         wait_s = wait_seconds(request)
         check_job_id(job_id)
-        job = await (
-            runner_of(request).poll(job_id)
-            if wait_s is None
-            else runner_of(request).wait(job_id, wait_s, request.user.role)
-        )
+        job = await (runner_of(request).poll(job_id) if wait_s is None else runner_of(request).wait(job_id, wait_s, request.user.role))
         # The clock read after the row: a job that ended while the row was
         # being read shows at most its whole TTL left, never more.
         return answer(JobPoll, JobAt(job, time.time(), acts=request.user.role != READ))
@@ -173,26 +169,18 @@ class JobRerun(ApiView):
 
 class JobListQuery(serializers.Serializer):
     state = serializers.ChoiceField(choices=Job.State.values, required=False, help_text="Only jobs in this state.")
-    page_id = serializers.RegexField(
-        f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page."
+    page_id = serializers.RegexField(f"^{PAGE_ID_PATTERN.pattern}$", max_length=32, required=False, help_text="Only jobs of this page.")
+    plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`.")
+    schedule = serializers.RegexField(JOB_ID_PATTERN, required=False, help_text="Only jobs this schedule fired (its id).")
+    limit = WholeNumber(
+        min_value=1, max_value=MAX_LIST_LIMIT, default=LIST_LIMIT, help_text="Jobs per answer."
     )
-    plugin = serializers.RegexField(
-        r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="Only jobs of this `family/action`."
-    )
-    schedule = serializers.RegexField(
-        JOB_ID_PATTERN, required=False, help_text="Only jobs this schedule fired (its id)."
-    )
-    limit = WholeNumber(min_value=1, max_value=MAX_LIST_LIMIT, default=LIST_LIMIT, help_text="Jobs per answer.")
     cursor = serializers.CharField(max_length=200, required=False, help_text="The `next` of the previous answer.")
 
     def validate_cursor(self, cursor: str) -> tuple[float, str]:
         try:
             accepted_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if (
-                not isinstance(accepted_at, float | int)
-                or isinstance(accepted_at, bool)
-                or not JOB_ID.fullmatch(job_id)
-            ):
+            if not isinstance(accepted_at, float | int) or isinstance(accepted_at, bool) or not JOB_ID.fullmatch(job_id):
                 raise ValueError
         except (ValueError, TypeError):
             raise serializers.ValidationError("not a cursor this worker gave; send the `next` of an answer.") from None
@@ -206,6 +194,7 @@ def encode_cursor(after: tuple[float, str] | None) -> str | None:
 
 
 class JobListView(ApiView):
+
     @extend_schema(
         **operation(
             operation_id="listJobs",
@@ -228,10 +217,5 @@ class JobListView(ApiView):
             query["schedule_id"] = query.pop("schedule")
         jobs, next_after = await runner_of(request).jobs(**query, after=after)
         now = time.time()
-        body = {
-            "success": True,
-            "page_id": None,
-            "jobs": [JobAt(job, now, acts=request.user.role != READ) for job in jobs],
-            "next": encode_cursor(next_after),
-        }
+        body = {"success": True, "page_id": None, "jobs": [JobAt(job, now, acts=request.user.role != READ) for job in jobs], "next": encode_cursor(next_after)}
         return answer(JobList, body)

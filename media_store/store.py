@@ -62,9 +62,7 @@ def put(
     """Store a file for a plain call's one-shot link (or held for `holder`
     until `held_until`), or 507 past MEDIA_MAX_MB."""
     partial = write_partial(data, content_type)
-    return register(
-        partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until
-    )
+    return register(partial, size=len(data), content_type=content_type, filename=filename, holder=holder, held_until=held_until)
 
 
 async def aput(

@@ -39,9 +39,7 @@ class Download(ApiView):
             parameters=[
                 OpenApiParameter("token", str, OpenApiParameter.PATH, description="The token in a `media.url`."),
                 *(
-                    OpenApiParameter(
-                        name, kind, OpenApiParameter.HEADER, required=True, response=[200], description=what
-                    )
+                    OpenApiParameter(name, kind, OpenApiParameter.HEADER, required=True, response=[200], description=what)
                     for name, kind, what in (
                         ("Content-Length", int, "The file's size in bytes."),
                         ("Content-Disposition", str, 'attachment; filename="..."'),
@@ -69,9 +67,7 @@ async def download(token: str, downloading: set[str]) -> StreamingHttpResponse:
     except FileNotFoundError:
         raise ApiError(404, NOT_FOUND) from None
     one_shot = not item.held(time.time())
-    response = StreamingHttpResponse(
-        _stream(handle, item, downloading if one_shot else None), content_type=item.content_type
-    )
+    response = StreamingHttpResponse(_stream(handle, item, downloading if one_shot else None), content_type=item.content_type)
     if one_shot:
         downloading.add(item.token)
         # A client gone before the stream started never runs the stream's
@@ -134,7 +130,6 @@ class Upload(ApiView):
             ),
             tags=["media"],
             request={"*/*": OpenApiTypes.BINARY},
-            parameters=[OpenApiParameter("X-Filename", str, OpenApiParameter.HEADER, description="The file's name.")],
             answers={201: Uploaded},
             errors={
                 400: "Content-Type is not a media type.",

@@ -64,9 +64,7 @@ async def run_claimed(
         return outcome
     finally:
         if recorder is not None and not recorder.done:  # cancelled: the trace is stopped, nothing kept
-            dropping = pages.tasks.spawn(
-                recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}"
-            )
+            dropping = pages.tasks.spawn(recorder.discard(), about=f"dropping {action.route}'s debug recording on page {page.name}")
             with contextlib.suppress(BaseException):  # a second cancel leaves it to finish alone
                 await asyncio.shield(dropping)
         pages.broker.release(claim)
@@ -80,11 +78,7 @@ def refused(error: DomainError, page_id: str, started_at: float, duration_s: flo
 
 
 async def run_plain(
-    pages: PageRegistry,
-    page: ManagedPage,
-    action: Action,
-    params: dict[str, Any],
-    lease_id: str | None,
+    pages: PageRegistry, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
     debug: str | None = None,
 ) -> Outcome:
     """A plain call: wait in line for the page (up to PAGE_WAIT_S; a client
@@ -98,14 +92,10 @@ async def run_plain(
     await pages.wait_for_browser(page.name, settings.PAGE_WAIT_S)
     claim = await pages.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(
-        pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}")
-    )
+    return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
 
-async def run_anywhere(
-    pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None
-) -> Outcome:
+async def run_anywhere(pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
     """A plain call on `any`: on the first free page (or a pool page opened
     for it), else on the first page that frees within PAGE_WAIT_S, then 409.
     The answer's `page_id` names the page that ran it."""
@@ -113,8 +103,4 @@ async def run_anywhere(
     claim = await pages.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
     page = claim.page
     ctx = Context(page_id=page.name, debug=debug)
-    return await asyncio.shield(
-        pages.tasks.spawn(
-            run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"
-        )
-    )
+    return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

@@ -89,10 +89,8 @@ class Recorder:
         self.context: BrowserContext | None = None  # set while this run records the trace
         self.done = False
         self._listeners = (
-            ("console", self._console),
-            ("pageerror", self._page_error),
-            ("requestfailed", self._request_failed),
-            ("response", self._response),
+            ("console", self._console), ("pageerror", self._page_error),
+            ("requestfailed", self._request_failed), ("response", self._response),
         )
 
     def start(self) -> None:
@@ -126,26 +124,17 @@ class Recorder:
     def _console(self, message: ConsoleMessage) -> None:
         if len(self.console) < MAX_ENTRIES:
             where = message.location or {}
-            self.console.append(
-                {
-                    "at": round(time.time(), 3),
-                    "type": message.type,
-                    "text": clip(message.text),
-                    "url": where.get("url") or None,
-                    "line": where.get("lineNumber"),
-                }
-            )
+            self.console.append({
+                "at": round(time.time(), 3), "type": message.type, "text": clip(message.text),
+                "url": where.get("url") or None, "line": where.get("lineNumber"),
+            })
 
     def _page_error(self, error: PlaywrightError) -> None:
         if len(self.page_errors) < MAX_ENTRIES:
-            self.page_errors.append(
-                {
-                    "at": round(time.time(), 3),
-                    "name": error.name or None,
-                    "message": clip(error.message),
-                    "stack": clip(error.stack),
-                }
-            )
+            self.page_errors.append({
+                "at": round(time.time(), 3), "name": error.name or None, "message": clip(error.message),
+                "stack": clip(error.stack),
+            })
 
     def _request_failed(self, request: Request) -> None:
         self._request(request, failure=request.failure or "failed", status=None)
@@ -156,16 +145,10 @@ class Recorder:
 
     def _request(self, request: Request, *, failure: str | None, status: int | None) -> None:
         if len(self.requests) < MAX_ENTRIES:
-            self.requests.append(
-                {
-                    "at": round(time.time(), 3),
-                    "method": request.method,
-                    "url": clip(request.url),
-                    "resource_type": request.resource_type,
-                    "status": status,
-                    "failure": failure,
-                }
-            )
+            self.requests.append({
+                "at": round(time.time(), 3), "method": request.method, "url": clip(request.url),
+                "resource_type": request.resource_type, "status": status, "failure": failure,
+            })
 
     # --- the end -----------------------------------------------------------------------
 

@@ -34,9 +34,7 @@ MAX_NAMED = 5
 MAX_NAME = 64
 
 
-def refusal(
-    shape: type[serializers.Serializer] | None, data: dict[str, Any], *, route: str, extra: bool = False
-) -> str | None:
+def refusal(shape: type[serializers.Serializer] | None, data: dict[str, Any], *, route: str, extra: bool = False) -> str | None:
     """Why `data` is not what the serializer `shape` (None: no parameters)
     declares for the action at `route`, as one sentence; None when nothing is
     wrong with it here (the serializer checks the rest)."""
@@ -51,9 +49,7 @@ def refusal(
         owner = first.rpartition(".")[0]
         offer = ", ".join(declared) if declared else "no parameters"
         noun = "parameter" if len(names) == 1 else "parameters"
-        return f"Unknown {noun} {listed} for {route}" + (
-            f": '{owner}' takes {offer}." if owner else f", which takes {offer}."
-        )
+        return f"Unknown {noun} {listed} for {route}" + (f": '{owner}' takes {offer}." if owner else f", which takes {offer}.")
     return walk.problem
 
 

@@ -177,9 +177,7 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
             pass  # not signed in: the page says what it shows instead
         shown = await page.evaluate(READ_PAGE_JS)
     if shown["kind"] != "signed-in":
-        raise PluginError(
-            409, f"The checkpoint of {handle} was not passed: the page shows {shown['kind']}.", retry=False
-        )
+        raise PluginError(409, f"The checkpoint of {handle} was not passed: the page shows {shown['kind']}.", retry=False)
     return {"handle": handle, "signed_in": True, "asked_human": asked}
 
 

@@ -94,11 +94,8 @@ class Action:
             return {}
         fields = declared.declared_fields(self.params)
         sent = {
-            name: value
-            for name, value in stored.items()
-            if name not in fields
-            or fields[name].required
-            or fields[name].default is serializers.empty
+            name: value for name, value in stored.items()
+            if name not in fields or fields[name].required or fields[name].default is serializers.empty
             or value != fields[name].get_default()
         }
         return self.validate(sent)
@@ -246,11 +243,8 @@ class Context:
             raise TypeError(f"ask_human's timeout_s is a number of seconds, more than 0 and at most {MAX_ASK_S}")
         if self.ask_person is None:
             raise PluginError(
-                409,
-                "This action asks a person for help on the way; start it as a job (X-Result-Ttl or "
-                "X-Callback-Url) so that the question can be shown and answered.",
-                self.page_id,
-                retry=False,
+                409, "This action asks a person for help on the way; start it as a job (X-Result-Ttl or "
+                "X-Callback-Url) so that the question can be shown and answered.", self.page_id, retry=False,
             )
         if self.media_holder is not None and self.media_held_until is not None:
             # The files stored so far, and those to come, are held as much longer as the person may take.

@@ -70,15 +70,11 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         raise  # the action's own refusal (a PluginError), or one of the page's
     except (TimeoutError, PlaywrightTimeoutError) as error:
         if isinstance(error, PlaywrightTimeoutError):
-            raise ActionTimedOut(
-                f"{action.route} timed out on the page: {first_line(error.message)}", page_id
-            ) from None
+            raise ActionTimedOut(f"{action.route} timed out on the page: {first_line(error.message)}", page_id) from None
         raise ActionTimedOut(f"{action.route} ran past its time limit of {limit:g} s.", page_id) from None
     except PlaywrightError as error:
         if BAD_SELECTOR.search(error.message or ""):
-            raise BadAction(
-                f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id
-            ) from None
+            raise BadAction(f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id) from None
         log.warning("%s on page %s failed: %s", action.route, page_id, error.message)
         raise BrowserStepFailed(f"{action.route} failed in the browser: {first_line(error.message)}", page_id) from None
     except Exception:

@@ -29,9 +29,7 @@ def action_parameters(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     and by name (`goto`) on the primitive operation."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
     plugin_actions = {
-        action.route: component(components, action)
-        for family in families().values()
-        for action in family.actions.values()
+        action.route: component(components, action) for family in families().values() for action in family.actions.values()
     }
     primitive_actions = {name: component(components, action) for name, action in primitives.actions.items()}
     paths = result.get("paths", {})
@@ -140,9 +138,7 @@ def field_schema(field: serializers.Field, *, closed: bool = False) -> dict[str,
     return described
 
 
-def bounds(
-    described: dict[str, Any], field: serializers.Field, low: str, low_key: str, high: str, high_key: str
-) -> None:
+def bounds(described: dict[str, Any], field: serializers.Field, low: str, low_key: str, high: str, high_key: str) -> None:
     for attribute, key in ((low, low_key), (high, high_key)):
         value = getattr(field, attribute, None)
         if value is not None:

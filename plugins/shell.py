@@ -65,6 +65,7 @@ class ShellContext(Context):
         target.write_bytes(data)
         return {"url": target.resolve().as_uri(), "expires_at": None, "content_type": content_type, "size": len(data)}
 
+
     async def put_media_file(self, path: Path, *, size: int, content_type: str, filename: str) -> dict[str, Any]:
         target = self._free_name(filename)
         shutil.move(path, target)
@@ -78,9 +79,7 @@ def find(route: str) -> Action:
     if found is None:
         loaded = families()
         if family in loaded:
-            raise ShellRefused(
-                f"The family {family} has no action {name!r}; it has {', '.join(sorted(loaded[family].actions))}."
-            )
+            raise ShellRefused(f"The family {family} has no action {name!r}; it has {', '.join(sorted(loaded[family].actions))}.")
         raise ShellRefused(
             f"No action {route}: the families loaded (PENELOPE_PLUGINS) are {', '.join(sorted(loaded)) or 'none'}; "
             "name one as family/action."
@@ -170,12 +169,8 @@ class Shell:
         except BrowserNotFound as error:
             raise ShellRefused(str(error)) from None
         args = list(CHROMIUM_ARGS) + ([] if settings.CHROMIUM_SANDBOX else ["--no-sandbox"])
-        options = {
-            "executable_path": executable,
-            "headless": not self.headed,
-            "args": args,
-            "proxy": proxy_settings(settings.PENELOPE_PROXY),
-        }
+        options = {"executable_path": executable, "headless": not self.headed, "args": args,
+                   "proxy": proxy_settings(settings.PENELOPE_PROXY)}
         limit = settings.BROWSER_LAUNCH_TIMEOUT_S
         try:
             if self.profile:
@@ -222,9 +217,7 @@ class Shell:
         try:
             await page.goto(self.url, wait_until="domcontentloaded")
         except PlaywrightError as error:
-            raise ShellRefused(
-                f"--url {self.url} did not open, so the action did not run: {first_line(error.message)}"
-            ) from None
+            raise ShellRefused(f"--url {self.url} did not open, so the action did not run: {first_line(error.message)}") from None
 
 
 async def _close(context: BrowserContext | None, browser: Browser | None) -> None:

@@ -34,13 +34,7 @@ class JobStarter(Protocol):
         """The job options the request's headers ask for (None: a plain call); 400 if bad."""
 
     async def start(
-        self,
-        request: HttpRequest,
-        *,
-        page: ManagedPage,
-        action: Action,
-        params: dict[str, Any],
-        lease_id: str | None,
+        self, request: HttpRequest, *, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
         options: Any,
     ) -> HttpResponse:
         """Claim the page for a job, start it and answer 202."""
@@ -93,32 +87,22 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
     if first is not None and first.actions:
         example = (first.name, "state" if "state" in first.actions else next(iter(first.actions)))
     actions = "\n".join(
-        f"- `{action.route}`: {action_parameters(action)}"
-        for family in loaded.values()
-        for action in family.actions.values()
+        f"- `{action.route}`: {action_parameters(action)}" for family in loaded.values() for action in family.actions.values()
     )
     jobs = jobs.describe() if jobs else {}
     parameters = [
         PAGE_ID,
         OpenApiParameter(
-            "family",
-            str,
-            OpenApiParameter.PATH,
-            description="A plugin family of PENELOPE_PLUGINS.",
+            "family", str, OpenApiParameter.PATH, description="A plugin family of PENELOPE_PLUGINS.",
             examples=[OpenApiExample(example[0], value=example[0])] if example else None,
         ),
         OpenApiParameter(
-            "action",
-            str,
-            OpenApiParameter.PATH,
-            description="One of the family's actions.",
+            "action", str, OpenApiParameter.PATH, description="One of the family's actions.",
             examples=[OpenApiExample(example[1], value=example[1])] if example else None,
         ),
         x_lease(),
         OpenApiParameter(
-            debug.HEADER,
-            {"type": "string", "enum": list(debug.MODES)},
-            OpenApiParameter.HEADER,
+            debug.HEADER, {"type": "string", "enum": list(debug.MODES)}, OpenApiParameter.HEADER,
             description=(
                 "What the run leaves behind for its author: with `on-failure` (a failure only) or `always`, the "
                 "answer (a job's result) gains `artifacts`, media links to a screenshot and the HTML of the page as "
@@ -208,10 +192,7 @@ def primitive_operation() -> dict[str, Any]:
         parameters=[
             PAGE_ID,
             OpenApiParameter(
-                "name",
-                str,
-                OpenApiParameter.PATH,
-                description="The primitive.",
+                "name", str, OpenApiParameter.PATH, description="The primitive.",
                 examples=[OpenApiExample("content", value="content")],
             ),
             x_lease(),
@@ -240,9 +221,7 @@ def query_parameters(request: Any, page_id: str) -> dict[str, str]:
     given = request.query_params
     for name, values in given.lists():
         if len(values) > 1:
-            raise ApiError(
-                400, f"Parameter '{name[:64]}' is given {len(values)} times in the query string; give it once.", page_id
-            )
+            raise ApiError(400, f"Parameter '{name[:64]}' is given {len(values)} times in the query string; give it once.", page_id)
     return {name: values[0] for name, values in given.lists()}
 
 
@@ -282,13 +261,9 @@ class PluginCall(ApiView):
         if found is None:
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
         if job_options is not None:
-            return await self.jobs.start(
-                request, page=page, action=found, params=params, lease_id=lease_id, options=job_options
-            )
+            return await self.jobs.start(request, page=page, action=found, params=params, lease_id=lease_id, options=job_options)
         outcome = await (
-            run_anywhere(pages, found, params, debug_mode)
-            if anywhere
-            else run_plain(pages, page, found, params, lease_id, debug_mode)
+            run_anywhere(pages, found, params, debug_mode) if anywhere else run_plain(pages, page, found, params, lease_id, debug_mode)
         )
         return answer(ActionOutcome, outcome.body, outcome.status)
 
@@ -305,9 +280,7 @@ class PrimitiveCall(ApiView):
     async def post(self, request: Any, page_id: str, name: str) -> HttpResponse:
         data = request.data
         if any(header in request.headers for header in JOB_HEADERS):
-            raise ApiError(
-                400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only."
-            )
+            raise ApiError(400, "Primitives are synchronous: X-Callback-Url and X-Result-Ttl apply to plugin routes only.")
         if debug.parse_mode(request.headers.get(debug.HEADER)) in (debug.ON_FAILURE, debug.ALWAYS):
             raise ApiError(400, f"{debug.HEADER} applies to plugin calls: a primitive is one step, seen in its answer.")
         validate_page_id(page_id)
@@ -316,8 +289,6 @@ class PrimitiveCall(ApiView):
         pages = pages_of(request)
         page = pages.get(page_id)
         if found is None:
-            raise ApiError(
-                404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id
-            )
+            raise ApiError(404, f"No primitive {name[:64]}; there are {', '.join(sorted(primitives.actions))}.", page_id)
         outcome = await run_plain(pages, page, found, params, request.headers.get("X-Lease"))
         return answer(ActionOutcome, outcome.body, outcome.status)

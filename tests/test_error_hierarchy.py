@@ -20,21 +20,15 @@ from plugins.framework import Context, Family, PluginError
 from plugins.running import run_action
 
 DOMAIN_ERRORS = [
-    kind
-    for _, kind in inspect.getmembers(errors, inspect.isclass)
+    kind for _, kind in inspect.getmembers(errors, inspect.isclass)
     if issubclass(kind, errors.DomainError) and kind is not errors.DomainError
 ]
 
 # The failures that may pass by themselves, as X-Retry has retried them
 # (the statuses 408, 502 and 503 they are answered with).
 MAY_PASS = {
-    errors.ActionTimedOut,
-    errors.BrowserStepFailed,
-    errors.TabLost,
-    errors.BrowserNotRunning,
-    errors.JobsFull,
-    errors.WaitersFull,
-    errors.Interrupted,
+    errors.ActionTimedOut, errors.BrowserStepFailed, errors.TabLost, errors.BrowserNotRunning,
+    errors.JobsFull, errors.WaitersFull, errors.Interrupted,
 }
 
 
@@ -105,9 +99,7 @@ def test_a_bad_job_header_is_a_domain_error_answered_400_naming_the_page():
     response = envelope_handler(refused.value, {"kwargs": {"page_id": "main"}})
     assert response.status_code == 400
     assert json.loads(response.content) == {
-        "success": False,
-        "error": "X-Priority must be a whole number from 0 to 9.",
-        "page_id": "main",
+        "success": False, "error": "X-Priority must be a whole number from 0 to 9.", "page_id": "main",
     }
 
 

@@ -29,22 +29,10 @@ def outcome(status: int, retry: bool | None = None) -> Outcome:
 @pytest.mark.parametrize(
     ("status", "retry", "worth"),
     [
-        (408, None, True),
-        (502, None, True),
-        (503, None, True),
-        (504, None, True),
-        (400, None, False),
-        (404, None, False),
-        (409, None, False),
-        (423, None, False),
-        (429, None, False),
-        (499, None, False),
-        (500, None, False),
-        (507, None, False),
-        (418, True, True),
-        (500, True, True),
-        (503, False, False),
-        (200, True, False),
+        (408, None, True), (502, None, True), (503, None, True), (504, None, True),
+        (400, None, False), (404, None, False), (409, None, False), (423, None, False), (429, None, False),
+        (499, None, False), (500, None, False), (507, None, False),
+        (418, True, True), (500, True, True), (503, False, False), (200, True, False),
     ],
 )
 def test_which_ends_are_worth_another_attempt(status, retry, worth):
@@ -60,14 +48,8 @@ def test_the_back_off_doubles_per_attempt_within_20_percent():
 
 def start(number: int, options: JobOptions, *, page_id: str = "main", on_any: bool = False, **fields) -> Job:
     return services.create_job(
-        job_id=f"{number:016x}",
-        page_id=page_id,
-        plugin="demo/echo",
-        params={"n": number},
-        options=options,
-        held=services.HeldJobsBound(),
-        on_any=on_any,
-        **fields,
+        job_id=f"{number:016x}", page_id=page_id, plugin="demo/echo", params={"n": number}, options=options,
+        held=services.HeldJobsBound(), on_any=on_any, **fields,
     )
 
 
@@ -80,9 +62,7 @@ def test_a_transient_end_with_attempts_left_goes_back_in_line_after_its_back_off
     assert again is not None and stored.state == Job.State.QUEUED and stored.attempt == 2
     assert 8 <= stored.retry_at - now <= 12 and stored.enqueued_at == stored.retry_at
     assert stored.queue_deadline == pytest.approx(stored.retry_at + 7)  # its X-Queue-Timeout, once back in line
-    assert stored.past_attempts == [
-        {"status": 503, "started_at": round(job.started_at, 3), "finished_at": round(now, 3)}
-    ]
+    assert stored.past_attempts == [{"status": 503, "started_at": round(job.started_at, 3), "finished_at": round(now, 3)}]
     body = job_body(stored, now)
     assert body["attempt"] == 2 and body["next_attempt_at"] == round(stored.retry_at, 3) and body["status"] is None
     assert [attempt["status"] for attempt in body["attempts"]] == [503]
@@ -121,21 +101,11 @@ def test_recovery_queues_again_the_jobs_with_attempts_left_and_no_lease():
 
 
 def test_a_rerun_asks_what_the_job_asked_but_its_key():
-    job = start(
-        8,
-        JobOptions(
-            callback="http://127.0.0.1:9/h",
-            idempotency_key="k",
-            queue_timeout=5,
-            priority=4,
-            retries=3,
-            retry_backoff=0.5,
-        ),
-    )
+    job = start(8, JobOptions(callback="http://127.0.0.1:9/h", idempotency_key="k", queue_timeout=5, priority=4,
+                              retries=3, retry_backoff=0.5))
     again = JobOptions.again(job)
-    assert again == JobOptions(
-        callback="http://127.0.0.1:9/h", queue_timeout=5, priority=4, retries=3, retry_backoff=0.5, rerun_of=job.id
-    )
+    assert again == JobOptions(callback="http://127.0.0.1:9/h", queue_timeout=5, priority=4, retries=3,
+                               retry_backoff=0.5, rerun_of=job.id)
 
 
 def test_stored_parameters_validate_again_as_they_first_did():

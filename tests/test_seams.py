@@ -762,11 +762,7 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
 
     def request(count: int) -> bytes:
         # Host is one of them.
-        return (
-            b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n"
-            + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1))
-            + b"\r\n"
-        )
+        return b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1)) + b"\r\n"
 
     def answer(count: int) -> tuple[bytes, bool]:
         protocol, transport = connection(daphne_factory)
@@ -839,23 +835,13 @@ def test_insert_row_writes_the_row_save_writes():
     `Job.start` back to `objects.create()`."""
     from jobs.models import Job
 
-    shape = {
-        "page_id": "main",
-        "plugin": "demo/echo",
-        "params": {"a": [1, "é"]},
-        "mode": "poll",
-        "accepted_at": 1.5,
-        "started_at": 1.5,
-        "result": {"value": None},
-        "callback": None,
-    }
+    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "accepted_at": 1.5,
+             "started_at": 1.5, "result": {"value": None}, "callback": None}
     ours, django = Job(id="00000000000000aa", **shape), Job(id="00000000000000ab", **shape)
     seams.insert_row(ours)
     django.save(force_insert=True)
     with connections["default"].cursor() as cursor:
-        rows = cursor.execute(
-            "SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]
-        ).fetchall()
+        rows = cursor.execute("SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]).fetchall()
     assert rows[0][1:] == rows[1][1:] and rows[0][0] != rows[1][0]  # every column alike but the id
     assert ours._state.adding is False and ours._state.db == "default"
     stored = Job.objects.get(id=ours.id)
@@ -947,9 +933,7 @@ def test_django_s_sqlite_wrapper_holds_the_connection_its_cursors_run_on():
     `wrap_database_errors`. If this fails, Django holds its connection
     elsewhere: read the new `BaseDatabaseWrapper.connect`, and follow it."""
     connection = connections["default"]
-    seams.run_sqlite_script(
-        connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);"
-    )
+    seams.run_sqlite_script(connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);")
     assert isinstance(connection.connection, sqlite3.Connection)
     with connection.cursor() as cursor:  # a TEMP table is seen by its own connection only
         assert cursor.execute("SELECT count(*) FROM probe").fetchone()[0] == 2
@@ -995,12 +979,7 @@ def test_django_keeps_a_model_instance_s_state_in_its_dict():
     from jobs.models import Job
 
     Job(
-        id="00000000000000ac",
-        page_id="main",
-        plugin="demo/echo",
-        params={"a": 1},
-        mode="poll",
-        accepted_at=1.5,
+        id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", accepted_at=1.5,
         started_at=1.5,
     ).save(force_insert=True)
     saved = Job.objects.get(id="00000000000000ac")

@@ -4,66 +4,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="DeliveryAttempt",
+            name='DeliveryAttempt',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("job_id", models.CharField(db_index=True, max_length=16)),
-                ("number", models.IntegerField(help_text="X-Penelope-Attempt: the schedule slot, 1 to 4")),
-                ("url", models.TextField()),
-                ("started_at", models.FloatField()),
-                ("duration_ms", models.FloatField()),
-                ("status_code", models.IntegerField(blank=True, null=True)),
-                (
-                    "outcome",
-                    models.CharField(
-                        choices=[("delivered", "Delivered"), ("retry", "Retry"), ("gave_up", "Gave Up")], max_length=10
-                    ),
-                ),
-                ("error", models.TextField(blank=True, null=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('job_id', models.CharField(db_index=True, max_length=16)),
+                ('number', models.IntegerField(help_text='X-Penelope-Attempt: the schedule slot, 1 to 4')),
+                ('url', models.TextField()),
+                ('started_at', models.FloatField()),
+                ('duration_ms', models.FloatField()),
+                ('status_code', models.IntegerField(blank=True, null=True)),
+                ('outcome', models.CharField(choices=[('delivered', 'Delivered'), ('retry', 'Retry'), ('gave_up', 'Gave Up')], max_length=10)),
+                ('error', models.TextField(blank=True, null=True)),
             ],
             options={
-                "ordering": ["-started_at"],
+                'ordering': ['-started_at'],
             },
         ),
         migrations.CreateModel(
-            name="Job",
+            name='Job',
             fields=[
-                ("id", models.CharField(max_length=16, primary_key=True, serialize=False)),
-                ("page_id", models.CharField(max_length=32)),
-                ("plugin", models.CharField(max_length=200)),
-                ("params", models.JSONField(default=dict)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[("running", "Running"), ("done", "Done"), ("interrupted", "Interrupted")],
-                        db_index=True,
-                        default="running",
-                        max_length=12,
-                    ),
-                ),
-                ("mode", models.CharField(choices=[("poll", "Poll"), ("webhook", "Webhook")], max_length=8)),
-                ("ttl", models.FloatField(blank=True, null=True)),
-                ("callback", models.TextField(blank=True, null=True)),
-                ("started_at", models.FloatField()),
-                ("finished_at", models.FloatField(blank=True, null=True)),
-                ("expires_at", models.FloatField(blank=True, db_index=True, null=True)),
-                ("status", models.IntegerField(blank=True, null=True)),
-                ("result", models.JSONField(blank=True, null=True)),
-                ("media_tokens", models.JSONField(default=list)),
-                ("attempts", models.IntegerField(default=0)),
-                ("last_slot", models.IntegerField(default=-1)),
-                ("next_attempt_at", models.FloatField(blank=True, db_index=True, null=True)),
-                ("attempt_claimed_until", models.FloatField(blank=True, null=True)),
-                ("last_error", models.TextField(blank=True, null=True)),
+                ('id', models.CharField(max_length=16, primary_key=True, serialize=False)),
+                ('page_id', models.CharField(max_length=32)),
+                ('plugin', models.CharField(max_length=200)),
+                ('params', models.JSONField(default=dict)),
+                ('state', models.CharField(choices=[('running', 'Running'), ('done', 'Done'), ('interrupted', 'Interrupted')], db_index=True, default='running', max_length=12)),
+                ('mode', models.CharField(choices=[('poll', 'Poll'), ('webhook', 'Webhook')], max_length=8)),
+                ('ttl', models.FloatField(blank=True, null=True)),
+                ('callback', models.TextField(blank=True, null=True)),
+                ('started_at', models.FloatField()),
+                ('finished_at', models.FloatField(blank=True, null=True)),
+                ('expires_at', models.FloatField(blank=True, db_index=True, null=True)),
+                ('status', models.IntegerField(blank=True, null=True)),
+                ('result', models.JSONField(blank=True, null=True)),
+                ('media_tokens', models.JSONField(default=list)),
+                ('attempts', models.IntegerField(default=0)),
+                ('last_slot', models.IntegerField(default=-1)),
+                ('next_attempt_at', models.FloatField(blank=True, db_index=True, null=True)),
+                ('attempt_claimed_until', models.FloatField(blank=True, null=True)),
+                ('last_error', models.TextField(blank=True, null=True)),
             ],
             options={
-                "ordering": ["-started_at"],
+                'ordering': ['-started_at'],
             },
         ),
     ]

@@ -4,47 +4,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0002_owned_claims"),
+        ('jobs', '0002_owned_claims'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name="job",
-            options={"ordering": ["-started_at", "-id"]},
+            name='job',
+            options={'ordering': ['-started_at', '-id']},
         ),
         migrations.AddField(
-            model_name="job",
-            name="idempotency_key",
+            model_name='job',
+            name='idempotency_key',
             field=models.CharField(blank=True, max_length=255, null=True, unique=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="progress",
+            model_name='job',
+            name='progress',
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="request_digest",
+            model_name='job',
+            name='request_digest',
             field=models.CharField(blank=True, max_length=64, null=True),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="state",
-            field=models.CharField(
-                choices=[
-                    ("running", "Running"),
-                    ("done", "Done"),
-                    ("interrupted", "Interrupted"),
-                    ("cancelled", "Cancelled"),
-                ],
-                db_index=True,
-                default="running",
-                max_length=12,
-            ),
+            model_name='job',
+            name='state',
+            field=models.CharField(choices=[('running', 'Running'), ('done', 'Done'), ('interrupted', 'Interrupted'), ('cancelled', 'Cancelled')], db_index=True, default='running', max_length=12),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(fields=["started_at", "id"], name="jobs_newest"),
+            model_name='job',
+            index=models.Index(fields=['started_at', 'id'], name='jobs_newest'),
         ),
     ]

@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0003_job_control"),
+        ('jobs', '0003_job_control'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="deliveryattempt",
-            name="expires_at",
+            model_name='deliveryattempt',
+            name='expires_at',
             field=models.FloatField(db_index=True, default=0),
         ),
     ]

@@ -4,46 +4,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0004_delivery_attempts_expire"),
+        ('jobs', '0004_delivery_attempts_expire'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="enqueued_at",
+            model_name='job',
+            name='enqueued_at',
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="priority",
+            model_name='job',
+            name='priority',
             field=models.SmallIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name="job",
-            name="queue_deadline",
+            model_name='job',
+            name='queue_deadline',
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="under_lease",
+            model_name='job',
+            name='under_lease',
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="state",
-            field=models.CharField(
-                choices=[
-                    ("queued", "Queued"),
-                    ("running", "Running"),
-                    ("done", "Done"),
-                    ("interrupted", "Interrupted"),
-                    ("cancelled", "Cancelled"),
-                    ("timed_out", "Timed Out"),
-                ],
-                db_index=True,
-                default="running",
-                max_length=12,
-            ),
+            model_name='job',
+            name='state',
+            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('interrupted', 'Interrupted'), ('cancelled', 'Cancelled'), ('timed_out', 'Timed Out')], db_index=True, default='running', max_length=12),
         ),
     ]

@@ -4,54 +4,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0005_queue"),
+        ('jobs', '0005_queue'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="attempt",
+            model_name='job',
+            name='attempt',
             field=models.SmallIntegerField(db_default=1, default=1),
         ),
         migrations.AddField(
-            model_name="job",
-            name="on_any",
+            model_name='job',
+            name='on_any',
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddField(
-            model_name="job",
-            name="past_attempts",
+            model_name='job',
+            name='past_attempts',
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="queue_timeout",
+            model_name='job',
+            name='queue_timeout',
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="rerun_of",
+            model_name='job',
+            name='rerun_of',
             field=models.CharField(blank=True, max_length=16, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="retries",
+            model_name='job',
+            name='retries',
             field=models.SmallIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name="job",
-            name="retry_at",
+            model_name='job',
+            name='retry_at',
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="retry_backoff",
+            model_name='job',
+            name='retry_backoff',
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="schedule_id",
+            model_name='job',
+            name='schedule_id',
             field=models.CharField(blank=True, db_index=True, max_length=16, null=True),
         ),
     ]

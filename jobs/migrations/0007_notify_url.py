@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0006_retries_and_origins"),
+        ('jobs', '0006_retries_and_origins'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="notify_url",
+            model_name='job',
+            name='notify_url',
             field=models.TextField(blank=True, null=True),
         ),
     ]

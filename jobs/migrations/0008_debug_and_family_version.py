@@ -4,19 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("jobs", "0007_notify_url"),
+        ('jobs', '0007_notify_url'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="debug",
+            model_name='job',
+            name='debug',
             field=models.CharField(blank=True, max_length=12, null=True),
         ),
         migrations.AddField(
-            model_name="job",
-            name="family_version",
+            model_name='job',
+            name='family_version',
             field=models.CharField(blank=True, max_length=64, null=True),
         ),
     ]

@@ -4,28 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="MediaFile",
+            name='MediaFile',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("token", models.CharField(max_length=64, unique=True)),
-                ("path", models.CharField(max_length=100, unique=True)),
-                ("filename", models.CharField(max_length=200)),
-                ("size", models.BigIntegerField()),
-                ("content_type", models.CharField(max_length=100)),
-                ("created_at", models.FloatField()),
-                ("expires_at", models.FloatField(db_index=True)),
-                ("claimed_at", models.FloatField(blank=True, null=True)),
-                ("holder", models.CharField(blank=True, db_index=True, max_length=64, null=True)),
-                ("held_until", models.FloatField(blank=True, null=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('token', models.CharField(max_length=64, unique=True)),
+                ('path', models.CharField(max_length=100, unique=True)),
+                ('filename', models.CharField(max_length=200)),
+                ('size', models.BigIntegerField()),
+                ('content_type', models.CharField(max_length=100)),
+                ('created_at', models.FloatField()),
+                ('expires_at', models.FloatField(db_index=True)),
+                ('claimed_at', models.FloatField(blank=True, null=True)),
+                ('holder', models.CharField(blank=True, db_index=True, max_length=64, null=True)),
+                ('held_until', models.FloatField(blank=True, null=True)),
             ],
             options={
-                "ordering": ["-created_at"],
+                'ordering': ['-created_at'],
             },
         ),
     ]

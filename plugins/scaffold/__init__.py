@@ -45,9 +45,7 @@ def check_name(name: str) -> None:
     except PluginsInvalid as error:
         raise ScaffoldRefused(f"The families this worker loads cannot be read, to check the name: {error}") from None
     if name in loaded:
-        raise ScaffoldRefused(
-            f"The worker loads a family named {name} already (PENELOPE_PLUGINS): choose another name."
-        )
+        raise ScaffoldRefused(f"The worker loads a family named {name} already (PENELOPE_PLUGINS): choose another name.")
 
 
 def check_folder(folder: Path, name: str) -> Path:

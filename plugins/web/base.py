@@ -97,9 +97,7 @@ class WebParams(serializers.Serializer):
     user_agent = Text(pattern="[^\\u0000-\\u001f\\u007f]+", max_length=1000, required=False,
                       invalid="a user agent is one line without control characters.")  # fmt: skip
     viewport = Viewport(required=False)
-    block = serializers.ListField(
-        child=serializers.ChoiceField(choices=BLOCKABLE), max_length=len(BLOCKABLE), required=False
-    )
+    block = serializers.ListField(child=serializers.ChoiceField(choices=BLOCKABLE), max_length=len(BLOCKABLE), required=False)
 
 
 class ReadParams(WebParams):
@@ -109,19 +107,14 @@ class ReadParams(WebParams):
 
 
 def action(
-    name: str,
-    *,
-    params: type[serializers.Serializer],
-    timeout_s: float | Callable[[dict[str, Any]], float] | None = None,
+    name: str, *, params: type[serializers.Serializer], timeout_s: float | Callable[[dict[str, Any]], float] | None = None
 ) -> Callable[[ActionFn], ActionFn]:
     """Register a `web` action that runs under the call's request controls.
     Its time limit (its own, or ACTION_TIMEOUT_S) grows by its `wait_for`'s
     timeout, so a long wait ends in the wait's own 408."""
 
     def time_limit(params: dict[str, Any]) -> float:
-        own = (
-            settings.ACTION_TIMEOUT_S if timeout_s is None else timeout_s(params) if callable(timeout_s) else timeout_s
-        )
+        own = settings.ACTION_TIMEOUT_S if timeout_s is None else timeout_s(params) if callable(timeout_s) else timeout_s
         return own + (params["wait_for"]["timeout_ms"] / 1000 if params.get("wait_for") else 0)
 
     def register(fn: ActionFn) -> ActionFn:

@@ -28,9 +28,7 @@ class Field(serializers.Serializer):
 
 
 class NextPage(serializers.Serializer):
-    selector = Text(
-        max_length=1000, required=False, help_text="A link or button to click for the next page; not with url."
-    )
+    selector = Text(max_length=1000, required=False, help_text="A link or button to click for the next page; not with url.")
     url = Text(
         max_length=4096,
         required=False,
@@ -214,13 +212,7 @@ class Collection:
         while True:
             found = await self.page.evaluate(
                 READ_ITEMS_JS,
-                [
-                    self.token,
-                    self.params["item_selector"],
-                    self.params.get("attribute"),
-                    fields,
-                    not self.params["raw_urls"],
-                ],
+                [self.token, self.params["item_selector"], self.params.get("attribute"), fields, not self.params["raw_urls"]],
             )
             added = self.add(found)
             self.ctx.progress(

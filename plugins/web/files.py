@@ -53,9 +53,7 @@ ELEMENT_RECT_JS = """(element) => {
 
 class ScreenshotParams(ReadParams):
     full_page = Flag(default=False, help_text="The whole page, not only the viewport.")
-    selector = Text(
-        max_length=1000, required=False, help_text="One element only (the first match); not with full_page: true."
-    )
+    selector = Text(max_length=1000, required=False, help_text="One element only (the first match); not with full_page: true.")
     format = serializers.ChoiceField(choices=["png", "jpeg"], default="png")
     quality = serializers.IntegerField(
         min_value=0, max_value=100, required=False, help_text="JPEG quality: only with format jpeg (with png, 400)."
@@ -277,11 +275,7 @@ class Margin(serializers.Serializer):
 
 
 class PdfParams(ReadParams):
-    format = serializers.ChoiceField(
-        choices=PAPER_FORMATS,
-        required=False,
-        help_text="Paper size; Letter when neither it nor width and height is given.",
-    )
+    format = serializers.ChoiceField(choices=PAPER_FORMATS, required=False, help_text="Paper size; Letter when neither it nor width and height is given.")
     width = Length(required=False, help_text="Paper width, with height, instead of format; at least 1 in.")
     height = Length(required=False, help_text="Paper height, with width, instead of format; at least 1 in.")
     landscape = Flag(default=False)
@@ -348,3 +342,4 @@ async def pdf(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
     if shows_error_page(page):  # committed while printing: what was printed is the browser's error page
         raise no_document(ctx.page_id)
     return {"media": await ctx.put_media(data, content_type="application/pdf", filename="page.pdf")}
+

@@ -23,9 +23,7 @@ from plugins.framework import Context
 log = logging.getLogger("penelope.plugins")
 
 BODY_READ_S = 10  # a body still streaming after the action ends gets this long
-TEXT_TYPES = re.compile(
-    r"^(text/|application/(json|[\w.+-]+\+json|javascript|xml|[\w.+-]+\+xml|x-www-form-urlencoded))"
-)
+TEXT_TYPES = re.compile(r"^(text/|application/(json|[\w.+-]+\+json|javascript|xml|[\w.+-]+\+xml|x-www-form-urlencoded))")
 JSON_TYPES = re.compile(r"^application/(json|[\w.+-]+\+json)")
 
 
@@ -44,9 +42,7 @@ class CaptureParams(serializers.Serializer):
     capture_limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     capture_inline_bytes = serializers.IntegerField(min_value=0, max_value=10_000_000, default=1_000_000)
     capture_inline_total = serializers.IntegerField(
-        min_value=0,
-        max_value=32 * 1024 * 1024,
-        default=8 * 1024 * 1024,
+        min_value=0, max_value=32 * 1024 * 1024, default=8 * 1024 * 1024,
         help_text="Bytes of bodies answered inline in one call, all together; the rest are stored as files.",
     )
 
@@ -136,9 +132,7 @@ class Captured:
                     return {**entry, "json": parsed}
             return {**entry, "text": text}
         filename = response.url.rstrip("/").rsplit("/", 1)[-1].split("?")[0][:100] or "response"
-        media = await self.ctx.put_media(
-            body, content_type=content_type or "application/octet-stream", filename=filename
-        )
+        media = await self.ctx.put_media(body, content_type=content_type or "application/octet-stream", filename=filename)
         return {**entry, "media": media}
 
     def abandon(self) -> None:

@@ -30,10 +30,7 @@ class Cookie(serializers.Serializer):
     domain = Text(max_length=255, required=False, help_text="Not with url; path goes with it (/ when left out).")
     path = Text(max_length=4096, required=False, help_text="With domain only.")
     expires = serializers.FloatField(
-        min_value=0,
-        max_value=253402300799,
-        required=False,
-        help_text="Unix seconds; left out, the cookie ends with the session.",
+        min_value=0, max_value=253402300799, required=False, help_text="Unix seconds; left out, the cookie ends with the session."
     )
     http_only = Flag(required=False)
     secure = Flag(required=False)
@@ -75,9 +72,7 @@ async def cookies(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
     """List, set or clear the persona's cookies (for one URL, or all of them)."""
     context = page.context
     if params["op"] == "set":
-        await context.add_cookies(
-            [{PLAYWRIGHT_KEYS.get(k, k): v for k, v in cookie.items()} for cookie in params["cookies"]]
-        )
+        await context.add_cookies([{PLAYWRIGHT_KEYS.get(k, k): v for k, v in cookie.items()} for cookie in params["cookies"]])
         return {"set": len(params["cookies"])}
     found = await context.cookies([params["url"]] if "url" in params else [])
     if "name" in params:
@@ -134,9 +129,7 @@ async def clear_storage(page: Page, params: dict[str, Any], ctx: Context) -> dic
         protocol_types = [PROTOCOL_TYPES[name] for name in types if name in PROTOCOL_TYPES]
         if protocol_types:
             # "*" is the protocol's every origin.
-            await session.send(
-                "Storage.clearDataForOrigin", {"origin": origin or "*", "storageTypes": ",".join(protocol_types)}
-            )
+            await session.send("Storage.clearDataForOrigin", {"origin": origin or "*", "storageTypes": ",".join(protocol_types)})
         if "cache" in types:
             await session.send("Network.clearBrowserCache")  # Chromium's HTTP cache is cleared whole
     finally:

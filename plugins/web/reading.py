@@ -30,9 +30,7 @@ class OpenParams(ReadParams, network.CaptureParams):
 async def open_url(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     async with network.capture(page, params, ctx) as captured:
         try:
-            response = await navigate(
-                page, params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"]
-            )
+            response = await navigate(page, params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"])
         except PlaywrightError as error:
             await settle_after(page, error)  # the next call meets the error page committed
             raise

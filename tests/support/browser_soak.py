@@ -52,9 +52,7 @@ def soak_round(worker: WorkerProcess, receiver: Receiver, rng: random.Random, nu
     jobs: dict[str, str] = {}  # job id -> "poll" or the receiver path
     with worker.client() as api:
         for n, page in enumerate(JOB_PAGES):
-            action, params = rng.choice(
-                [("browser-wait", {"ms": rng.randint(50, 1500)}), ("sleep", {"seconds": rng.uniform(0.05, 1.5)})]
-            )
+            action, params = rng.choice([("browser-wait", {"ms": rng.randint(50, 1500)}), ("sleep", {"seconds": rng.uniform(0.05, 1.5)})])
             if n % 2:
                 path = f"/200/r{number}-{n}"
                 headers = {"X-Callback-Url": receiver.url + path}
@@ -62,9 +60,7 @@ def soak_round(worker: WorkerProcess, receiver: Receiver, rng: random.Random, nu
                 path, headers = "poll", {"X-Result-Ttl": "600"}
             started = api.post(f"/{page}/plugin/testing/{action}", json=params, headers=headers)
             if started.status_code != 202:
-                report.problems.append(
-                    f"round {number}: a job start on {page} answered {started.status_code}: {started.text}"
-                )
+                report.problems.append(f"round {number}: a job start on {page} answered {started.status_code}: {started.text}")
                 continue
             jobs[started.json()["job_id"]] = path
 
@@ -89,9 +85,7 @@ def soak_round(worker: WorkerProcess, receiver: Receiver, rng: random.Random, nu
             kill_renderers(worker.store)
         probe = wait_until(
             lambda: api.post(f"/{PROBE}/plugin/web/evaluate", json={"expression": "1"}).status_code == 200,
-            timeout=60,
-            interval=0.01,
-            what="the probe page to answer again",
+            timeout=60, interval=0.01, what="the probe page to answer again",
         )
         if probe:
             report.recovery_s[fault].append(time.monotonic() - killed_at)
@@ -125,11 +119,8 @@ def run(rounds: int, seed: int, directory: Path) -> SoakReport:
     rng = random.Random(seed)
     report = SoakReport()
     env = {
-        "PENELOPE_PLUGINS": PLUGINS,
-        "MAX_PAGES": str(len(JOB_PAGES) + 2),
-        "PAGE_WAIT_S": "60",
-        "BROWSER_RELAUNCH_S": "0.2",
-        "WEBHOOK_ATTEMPTS_S": "0,0.5,1,1.5",
+        "PENELOPE_PLUGINS": PLUGINS, "MAX_PAGES": str(len(JOB_PAGES) + 2), "PAGE_WAIT_S": "60",
+        "BROWSER_RELAUNCH_S": "0.2", "WEBHOOK_ATTEMPTS_S": "0,0.5,1,1.5",
     }
     with Receiver() as receiver:
         worker = WorkerProcess(directory / "store", env=env).start()
@@ -179,9 +170,7 @@ def summary(report: SoakReport, seed: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description="Kill the real worker's browser and renderers under load, again and again."
-    )
+    parser = argparse.ArgumentParser(description="Kill the real worker's browser and renderers under load, again and again.")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()

@@ -33,9 +33,7 @@ class RoundReport:
     problems: list[str] = field(default_factory=list)
 
 
-def crash_round(
-    store: Path, receiver: Receiver, rng: random.Random, *, pages: int = 4, label: str = "r"
-) -> RoundReport:
+def crash_round(store: Path, receiver: Receiver, rng: random.Random, *, pages: int = 4, label: str = "r") -> RoundReport:
     """One round on `store` (reused across rounds: the profile must start again)."""
     report = RoundReport()
     env = {"PENELOPE_PLUGINS": PLUGINS, "MAX_PAGES": str(pages), "WEBHOOK_ATTEMPTS_S": "0,0.5,1,1.5", "SWEEP_S": "0.5"}
@@ -61,11 +59,8 @@ def crash_round(
     report.jobs = len(jobs)
     time.sleep(rng.uniform(0, 1.6))  # the random moment of the crash is the point of the test
     worker.kill()
-    wait_until(
-        lambda: not [p for p in chromium_processes() if str(store) in p],
-        timeout=30,
-        what="the killed worker's Chromium to exit",
-    )
+    wait_until(lambda: not [p for p in chromium_processes() if str(store) in p], timeout=30,
+               what="the killed worker's Chromium to exit")
     with sqlite3.connect(store / "penelope.db") as db:
         integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
         done_before = db.execute("select count(*) from jobs_job where state = 'done'").fetchone()[0]
@@ -85,29 +80,21 @@ def crash_round(
                     else:
                         report.problems.append(f"polling job {job_id} not accounted for: {body}")
                 else:
-                    hits = wait_until(
-                        lambda path=path: receiver.received(path), timeout=30, what=f"job {job_id}'s webhook"
-                    )
+                    hits = wait_until(lambda path=path: receiver.received(path), timeout=30, what=f"job {job_id}'s webhook")
                     if all(h.headers["X-Penelope-Job"] == job_id for h in hits):
                         report.delivered += 1
                     else:
                         report.problems.append(f"webhook {path} carried another job's id")
-            states = [
-                json.loads(h.body)["state"] for path in jobs.values() if path != "poll" for h in receiver.received(path)
-            ]
+            states = [json.loads(h.body)["state"] for path in jobs.values() if path != "poll" for h in receiver.received(path)]
             report.interrupted = states.count("interrupted") + sum(
-                1
-                for job_id, path in jobs.items()
-                if path == "poll" and api.get(f"/jobs/{job_id}").json()["state"] == "interrupted"
+                1 for job_id, path in jobs.items() if path == "poll" and api.get(f"/jobs/{job_id}").json()["state"] == "interrupted"
             )
         report.done_before_kill = done_before
         with sqlite3.connect(store / "penelope.db") as db:
             known = {name for (name,) in db.execute("select path from media_store_mediafile")}
         on_disk = {entry.name for entry in (store / "media").iterdir()} if (store / "media").exists() else set()
         if on_disk != known:
-            report.problems.append(
-                f"media out of step: files without rows {on_disk - known}, rows without files {known - on_disk}"
-            )
+            report.problems.append(f"media out of step: files without rows {on_disk - known}, rows without files {known - on_disk}")
     finally:
         worker.stop()
     if [p for p in chromium_processes() if str(store) in p]:
@@ -131,16 +118,11 @@ def main() -> None:
             for name in ("jobs", "done_before_kill", "interrupted", "delivered", "polled"):
                 setattr(totals, name, getattr(totals, name) + getattr(report, name))
             totals.problems += [f"round {number}: {p}" for p in report.problems]
-            print(
-                f"round {number}: {report.jobs} jobs, {report.interrupted} interrupted, "
-                f"{report.delivered} delivered, {report.polled} polled, problems: {len(report.problems)}",
-                flush=True,
-            )
-    print(
-        f"seed {seed}: {args.rounds} rounds, {totals.jobs} jobs accounted for "
-        f"({totals.delivered} webhook, {totals.polled} polling, {totals.interrupted} interrupted), "
-        f"{len(totals.problems)} problems"
-    )
+            print(f"round {number}: {report.jobs} jobs, {report.interrupted} interrupted, "
+                  f"{report.delivered} delivered, {report.polled} polled, problems: {len(report.problems)}", flush=True)
+    print(f"seed {seed}: {args.rounds} rounds, {totals.jobs} jobs accounted for "
+          f"({totals.delivered} webhook, {totals.polled} polling, {totals.interrupted} interrupted), "
+          f"{len(totals.problems)} problems")
     for problem in totals.problems:
         print("  " + problem)
     raise SystemExit(1 if totals.problems else 0)

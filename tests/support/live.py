@@ -51,15 +51,12 @@ def socket_close_code(worker, url: str) -> int:
 
 def put_field(api: httpx.Client) -> dict:
     """A page with one text field; where it is, as fractions of the viewport."""
-    return evaluate(
-        api,
-        """() => {
+    return evaluate(api, """() => {
         document.title = "A field";
         document.body.innerHTML = '<input id="field" style="position:absolute;left:40px;top:60px;width:300px;height:40px">';
         const box = document.getElementById("field").getBoundingClientRect();
         return {x: (box.left + box.width / 2) / innerWidth, y: (box.top + box.height / 2) / innerHeight};
-    }""",
-    )
+    }""")
 
 
 def click_and_type(tab: Page, at: dict, text: str) -> None:
@@ -88,9 +85,7 @@ def fields_of(person: Browser, tab: Page, checkpoint_url: str) -> dict:
     """The checkpoint's field and button on the worker's page, which a job
     holds: the same page at the frame's size in the person's own browser
     says where they are."""
-    size = tab.evaluate(
-        "() => { const img = document.getElementById('frame'); return [img.naturalWidth, img.naturalHeight]; }"
-    )
+    size = tab.evaluate("() => { const img = document.getElementById('frame'); return [img.naturalWidth, img.naturalHeight]; }")
     twin = person.new_page(viewport={"width": size[0], "height": size[1]})
     twin.goto(checkpoint_url)
     at = twin.evaluate(FIELDS_JS)

@@ -53,9 +53,8 @@ async def fill(client: httpx.AsyncClient, pages: list[str], total: int) -> dict[
     async def page_worker(page: str) -> None:
         for number in counter:
             tag = f"job-{number}"
-            accepted = await client.post(
-                f"/{page}/plugin/testing/sleep", json={"seconds": 0, "tag": tag}, headers={"X-Result-Ttl": "600"}
-            )
+            accepted = await client.post(f"/{page}/plugin/testing/sleep", json={"seconds": 0, "tag": tag},
+                                         headers={"X-Result-Ttl": "600"})
             accepted.raise_for_status()
             job_id = accepted.json()["job_id"]
             expected[job_id] = tag
@@ -129,19 +128,13 @@ def main() -> None:
             )
         finally:
             worker.stop()
-    print(
-        f"{report.jobs_held} jobs held (filled in {report.fill_s:.1f} s); job {args.jobs + 1} answered "
-        f"{report.extra_job_status}; {report.polls} polls by {args.pollers} pollers in {args.seconds:g} s "
-        f"({report.polls_per_s:.0f}/s), statuses {dict(report.poll_statuses)}, {report.wrong_results} wrong; "
-        f"worker RSS {report.rss_mb_start:.0f} MB at start, {report.rss_mb_max:.0f} MB at most, "
-        f"{report.rss_mb_end:.0f} MB at the end; {report.checked_after}/{report.jobs_held} results correct afterwards"
-    )
-    ok = (
-        report.extra_job_status == 503
-        and set(report.poll_statuses) == {200}
-        and not report.wrong_results
-        and report.checked_after == report.jobs_held
-    )
+    print(f"{report.jobs_held} jobs held (filled in {report.fill_s:.1f} s); job {args.jobs + 1} answered "
+          f"{report.extra_job_status}; {report.polls} polls by {args.pollers} pollers in {args.seconds:g} s "
+          f"({report.polls_per_s:.0f}/s), statuses {dict(report.poll_statuses)}, {report.wrong_results} wrong; "
+          f"worker RSS {report.rss_mb_start:.0f} MB at start, {report.rss_mb_max:.0f} MB at most, "
+          f"{report.rss_mb_end:.0f} MB at the end; {report.checked_after}/{report.jobs_held} results correct afterwards")
+    ok = (report.extra_job_status == 503 and set(report.poll_statuses) == {200} and not report.wrong_results
+          and report.checked_after == report.jobs_held)
     raise SystemExit(0 if ok else 1)
 
 

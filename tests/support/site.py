@@ -38,9 +38,7 @@ class Handler(SimpleHTTPRequestHandler):
             items = [{"id": n, "title": f"Result {n}", "href": f"/item/{n}"} for n in range(count)]
             return self._send(json.dumps({"items": items, "count": count}).encode(), content_type="application/json")
         if url.path == "/api/blob":
-            return self._send(
-                bytes(range(256)) * int(query.get("kib", "4")) * 4, content_type="application/octet-stream"
-            )
+            return self._send(bytes(range(256)) * int(query.get("kib", "4")) * 4, content_type="application/octet-stream")
         if url.path == "/list":
             page, pages = int(query.get("page", "1")), int(query.get("pages", "3"))
             if not 1 <= page <= pages:
@@ -59,8 +57,7 @@ class Handler(SimpleHTTPRequestHandler):
             need = query.get("need")
             if need and f"{need}=" not in self.headers.get("Cookie", ""):
                 return self._send(b"<title>Sign in first</title>", status=403)
-            return self._send_file(query.get("name", "report.csv"), int(query.get("kib", "4")),
-                                   int(query.get("pause_ms", "0")))  # fmt: skip
+            return self._send_file(query.get("name", "report.csv"), int(query.get("kib", "4")), int(query.get("pause_ms", "0")))
         return super().do_GET()
 
     def _send_file(self, name: str, kib: int, pause_ms: int):

@@ -29,9 +29,7 @@ async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     started = time.time()
     media = None
     if params["media_size"] and params["media_first"]:
-        media = await ctx.put_media(
-            bytes(params["media_size"]), content_type="application/octet-stream", filename="work.bin"
-        )
+        media = await ctx.put_media(bytes(params["media_size"]), content_type="application/octet-stream", filename="work.bin")
     await asyncio.sleep(params["seconds"])
     if params["media_size"] and not params["media_first"]:
         data = bytes(i % 251 for i in range(params["media_size"]))
@@ -174,11 +172,7 @@ async def ask(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any
     """Ask a person and answer what they said. Its own time limit (0.5 s) is
     shorter than any wait the tests give a person: only a paused limit lets
     it answer."""
-    media = (
-        await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt")
-        if params["file"]
-        else None
-    )
+    media = await ctx.put_media(b"stored before asking", content_type="text/plain", filename="a.txt") if params["file"] else None
     answer = await ctx.ask_human(reason=params["reason"], timeout_s=params["wait_s"])
     return {"answer": answer, "url": page.url, "media": media}
 

@@ -15,9 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("job_id", nargs="?", help="show this job")
-        parser.add_argument(
-            "--full", action="store_true", help="with JOB_ID: the whole job as JSON, its result included"
-        )
+        parser.add_argument("--full", action="store_true", help="with JOB_ID: the whole job as JSON, its result included")
         parser.add_argument("--state", choices=Job.State.values, help="only jobs in this state")
         parser.add_argument("--limit", type=int, default=50)
 
@@ -29,9 +27,7 @@ class Command(BaseCommand):
                 raise CommandError(f"No job {job_id}.")
             body = job_body(job, now)
             body["attempt_log"] = list(
-                DeliveryAttempt.objects.of_job(job_id).values(
-                    "number", "outcome", "status_code", "error", "duration_ms"
-                )
+                DeliveryAttempt.objects.of_job(job_id).values("number", "outcome", "status_code", "error", "duration_ms")
             )
             self.stdout.write(json.dumps(body, indent=2) if full else summary(body))
             return
@@ -57,7 +53,6 @@ def expires_in(body: dict) -> str:
 def summary(body: dict) -> str:
     """One job in a screenful: its fields, its progress, the result's size and
     keys (the whole of it with --full), and its webhook attempts."""
-
     def when(at: float | None) -> str:
         return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
@@ -80,18 +75,11 @@ def summary(body: dict) -> str:
         ("finished", when(body["finished_at"])),
         ("expires in", expires_in(body)),
         ("callback", body.get("callback") or "-"),
-        (
-            "progress",
-            "-"
-            if not progress
-            else f"{progress['done']} of {progress['total']}: {progress['message'] or ''}".rstrip(": "),
-        ),
+        ("progress", "-" if not progress else f"{progress['done']} of {progress['total']}: {progress['message'] or ''}".rstrip(": ")),
         ("result", result_line),
     ]
     lines = [f"{name:11} {value}" for name, value in rows]
     for attempt in body["attempt_log"]:
         detail = attempt["status_code"] or attempt["error"] or ""
-        lines.append(
-            f"attempt {attempt['number']:<3} {attempt['outcome']:10} {detail!s:20} {attempt['duration_ms'] or 0:.1f} ms"
-        )
+        lines.append(f"attempt {attempt['number']:<3} {attempt['outcome']:10} {detail!s:20} {attempt['duration_ms'] or 0:.1f} ms")
     return "\n".join(lines)

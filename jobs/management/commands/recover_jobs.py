@@ -30,6 +30,4 @@ class Command(BaseCommand):
             store_lock.release(lock)
         self.stdout.write(f"{counts['interrupted']} jobs interrupted, {counts['expired']} past their deadline deleted")
         if counts["retried"]:
-            self.stdout.write(
-                f"{counts['retried']} jobs with attempts left (X-Retry) queued again for their next attempt"
-            )
+            self.stdout.write(f"{counts['retried']} jobs with attempts left (X-Retry) queued again for their next attempt")

@@ -39,7 +39,5 @@ class Command(BaseCommand):
         run_until_signalled(sweeper.run, sweeper.stop)
 
     def report(self, counts: dict[str, int]) -> None:
-        self.stdout.write(
-            f"swept {counts['jobs']} jobs, {counts['files']} files and {counts['attempts']} delivery attempts"
-        )
+        self.stdout.write(f"swept {counts['jobs']} jobs, {counts['files']} files and {counts['attempts']} delivery attempts")
         self.stdout.flush()

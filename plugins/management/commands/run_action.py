@@ -31,33 +31,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("route", metavar="FAMILY/ACTION", help="the action, e.g. web/state")
-        parser.add_argument(
-            "--param",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="a parameter as a query string gives it (converted as the action declares); repeatable",
-        )
+        parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                            help="a parameter as a query string gives it (converted as the action declares); repeatable")
         parser.add_argument("--json", metavar="OBJECT", help="parameters as a JSON object, as a POST body gives them")
         parser.add_argument("--url", help="open this address before the action runs")
         parser.add_argument("--headed", action="store_true", help="show the browser (needs DISPLAY or WAYLAND_DISPLAY)")
-        parser.add_argument(
-            "--trace",
-            type=Path,
-            metavar="FILE",
-            help="record a Playwright trace into FILE (open it with `playwright show-trace FILE`)",
-        )
-        parser.add_argument(
-            "--profile",
-            action="store_true",
-            help="use the persona's browser profile (its cookies), holding the store meanwhile; refused while a worker serves it",
-        )
-        parser.add_argument(
-            "--media-dir",
-            type=Path,
-            metavar="DIR",
-            help="where the action's files go (default: a new temporary folder)",
-        )
+        parser.add_argument("--trace", type=Path, metavar="FILE",
+                            help="record a Playwright trace into FILE (open it with `playwright show-trace FILE`)")
+        parser.add_argument("--profile", action="store_true",
+                            help="use the persona's browser profile (its cookies), holding the store meanwhile; refused while a worker serves it")
+        parser.add_argument("--media-dir", type=Path, metavar="DIR",
+                            help="where the action's files go (default: a new temporary folder)")
 
     def handle(self, *args, **options) -> None:
         try:
@@ -70,15 +54,8 @@ class Command(BaseCommand):
             params = action.validate(data)
         except ApiError as error:
             raise CommandError(error.message) from None
-        shell = Shell(
-            action,
-            params,
-            url=options["url"],
-            headed=options["headed"],
-            trace=options["trace"],
-            profile=options["profile"],
-            media_dir=options["media_dir"],
-        )
+        shell = Shell(action, params, url=options["url"], headed=options["headed"], trace=options["trace"],
+                      profile=options["profile"], media_dir=options["media_dir"])
         try:
             outcome = asyncio.run(shell.run())
         except ShellRefused as refused:

@@ -37,6 +37,6 @@ class Command(BaseCommand):
             f"  test it (from any folder):\n    {python} -m pytest {tests} -q\n"
             f"  serve it (from {home}):\n"
             f"    PENELOPE_PLUGINS=plugins.web,plugins.demo,{name} PYTHONPATH={where} scripts/serve.sh\n"
-            f'  then call it: POST /api/v1/main/plugin/{name}/get-items {{"url": "https://..."}}\n'
+            f"  then call it: POST /api/v1/main/plugin/{name}/get-items {{\"url\": \"https://...\"}}\n"
             "  the guide: docs/guides/WRITING_PLUGINS.md"
         )

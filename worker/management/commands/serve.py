@@ -51,9 +51,7 @@ def check_read_keys() -> None:
                 "(`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'` makes one)."
             )
         if key in settings.PENELOPE_KEY.split():
-            raise BadReadKeys(
-                f"PENELOPE_READ_KEYS: key {number} is also in PENELOPE_KEY; a read key must be a key of its own."
-            )
+            raise BadReadKeys(f"PENELOPE_READ_KEYS: key {number} is also in PENELOPE_KEY; a read key must be a key of its own.")
 
 
 def ensure_webhook_secret(stdout) -> None:
@@ -112,13 +110,8 @@ class Command(BaseCommand):
         from browser.pages import page_of_path  # after the reactor is installed, with the runtime's modules
 
         listened = run_daphne(
-            application,
-            host=host,
-            port=port,
-            on_ready=lambda: self._announce(host, port),
-            on_stop=runtime.stop,
-            page_of=page_of_path,
-            stream=uploads.choose,
+            application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
+            page_of=page_of_path, stream=uploads.choose,
         )
         if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")
