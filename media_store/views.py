@@ -129,7 +129,7 @@ class Upload(ApiView):
                 "the body goes to disk as it arrives. At most UPLOAD_MAX_MB; the store's MEDIA_MAX_MB applies."
             ),
             tags=["media"],
-            request={"*/*": OpenApiTypes.BINARY},
+            request={"application/octet-stream": OpenApiTypes.BINARY},  # or any type: the file's own
             answers={201: Uploaded},
             errors={
                 400: "Content-Type is not a media type.",

@@ -34,6 +34,11 @@ def call(worker, action: str, page: str = "main", **params):
         return client.post(f"/{page}/plugin/web/{action}", json=params)
 
 
+def open_downloads(worker, site) -> None:
+    opened = call(worker, "open", url=f"{site.url}/download.html")
+    assert opened.status_code == 200, opened.text
+
+
 def left_behind(worker) -> list[str]:
     """Downloads still in the browser's folder."""
     folder = worker.store / "downloads"
@@ -52,7 +57,7 @@ def fetch(worker, link: str) -> bytes:
 
 
 def test_a_link_served_as_an_attachment_comes_down_with_its_name_size_and_hash(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     answer = call(worker, "download", selector="#link")
     assert answer.status_code == 200, answer.text
     body, data = answer.json(), pattern(300)
@@ -65,7 +70,7 @@ def test_a_link_served_as_an_attachment_comes_down_with_its_name_size_and_hash(w
 
 
 def test_a_url_that_answers_a_file_comes_down_and_the_page_stays(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     answer = call(worker, "download", url=f"{site.url}/download?name=direct.pdf&kib=10")
     assert answer.status_code == 200, answer.text
     assert answer.json()["content_type"] == "application/pdf"
@@ -75,12 +80,12 @@ def test_a_url_that_answers_a_file_comes_down_and_the_page_stays(worker, site):
 
 
 def test_a_file_behind_a_cookie_comes_down_once_the_cookie_is_set(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     refused = call(worker, "download", selector="#behind", timeout_ms=500)
     assert refused.status_code == 408 and refused.json()["error"] == "No download started within 500 ms."
     cookie = {"name": "flavour", "value": "oat", "url": f"{site.url}/"}
     assert call(worker, "cookies", op="set", cookies=[cookie]).status_code == 200
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     answer = call(worker, "download", selector="#behind")
     assert answer.status_code == 200, answer.text
     assert answer.json()["filename"] == "private.csv" and fetch(worker, answer.json()["media"]["url"]) == pattern(4)
@@ -88,7 +93,7 @@ def test_a_file_behind_a_cookie_comes_down_once_the_cookie_is_set(worker, site):
 
 
 def test_a_file_built_in_the_page_and_two_from_one_click(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     built = call(worker, "download", selector="#blob").json()
     assert built["filename"] == "export.txt" and fetch(worker, built["media"]["url"]) == b"made in the page\n"
     both = call(worker, "download", selector="#two")
@@ -99,7 +104,7 @@ def test_a_file_built_in_the_page_and_two_from_one_click(worker, site):
 
 
 def test_bad_input_and_no_download_answer_and_keep_nothing(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     before = media_count(worker)
     both = call(worker, "download", selector="#link", url=f"{site.url}/download")
     assert both.status_code == 400 and "give either url or selector" in both.json()["error"]
@@ -109,7 +114,7 @@ def test_bad_input_and_no_download_answer_and_keep_nothing(worker, site):
 
 
 def test_a_download_past_the_bound_is_cancelled_as_it_grows_and_leaves_nothing(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     before = media_count(worker)
     answer = call(worker, "download", selector="#big")  # 4 MiB, past DOWNLOAD_MAX_MB=2
     assert answer.status_code == 507, answer.text
@@ -121,7 +126,7 @@ def test_a_download_past_the_bound_is_cancelled_as_it_grows_and_leaves_nothing(w
 
 
 def test_a_job_holds_its_download_and_a_cancel_mid_download_leaves_nothing(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     with worker.client() as client:
         started = client.post("/main/plugin/web/download", json={"selector": "#link"}, headers={"X-Result-Ttl": "60"})
         ended = client.get(f"/jobs/{started.json()['job_id']}", params={"wait": 30}).json()
@@ -137,6 +142,8 @@ def test_a_job_holds_its_download_and_a_cancel_mid_download_leaves_nothing(worke
         assert client.get(f"/jobs/{job_id}", params={"wait": 30}).json()["state"] == "cancelled"
     wait_until(lambda: left_behind(worker) == [], what="the cancelled job's download to go")
     assert media_count(worker) == before
+    with worker.client() as client:  # the cancelled plugin's tab is reopened: the next test finds it free
+        wait_until(lambda: not client.get("/main").json()["busy"], what="page main to be free again")
 
 
 def test_the_guard_refuses_a_download_from_a_private_address(make_worker):
@@ -150,7 +157,7 @@ def test_the_guard_refuses_a_download_from_a_private_address(make_worker):
 
 def test_downloads_kept_by_a_job_survive_a_restart_and_the_browsers_folder_is_emptied(make_worker, site):
     worker = make_worker()
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     with worker.client() as client:
         started = client.post("/main/plugin/web/download", json={"selector": "#blob"}, headers={"X-Result-Ttl": "300"})
         job_id = started.json()["job_id"]
@@ -165,7 +172,7 @@ def test_downloads_kept_by_a_job_survive_a_restart_and_the_browsers_folder_is_em
 
 
 def test_a_familys_action_takes_its_own_download(worker, site):
-    call(worker, "open", url=f"{site.url}/download.html")
+    open_downloads(worker, site)
     with worker.client() as client:
         answer = client.post("/main/plugin/testing/export", json={"selector": "#blob"})
     assert answer.status_code == 200, answer.text
