@@ -12,7 +12,8 @@ rest, in the order they started. A download that starts while another runs,
 or within SETTLE_S of the last one's end, is taken too: one click may start
 two. Each is bounded by DOWNLOAD_MAX_MB as it grows (cancelled past it: 507);
 one that fails answers 502. Whatever is not kept (a failure, a cancel, an
-error in the steps) is cancelled and deleted: nothing is left behind.
+error in the steps, and one that starts within SETTLE_S after them, its
+news late) is cancelled and deleted: nothing is left behind.
 
 The browser writes downloads into the worker's own folder (DOWNLOADS_DIR,
 browser/runner.py), never one a plugin or a client names; its cookies and
@@ -72,7 +73,7 @@ class Downloads:
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, *_: Any) -> None:
-        if kind is not None:  # the steps failed: nothing of theirs is kept
+        if kind is not None:  # the steps failed (or were cancelled): nothing of theirs is kept
             await self.close()
 
     async def store(self) -> list[dict[str, Any]]:
@@ -85,9 +86,11 @@ class Downloads:
                 index = len(files)
                 files.append(await self._keep(self.started[index]))
                 self.kept.add(index)
-            return files
-        finally:
+        except BaseException:
             await self.close()
+            raise
+        await self.close(settled=True)
+        return files
 
     async def _next(self, within_s: float) -> bool:
         """Whether a download not yet taken has started, waiting `within_s` for one."""
@@ -129,28 +132,39 @@ class Downloads:
             raise StatusError(502, f"The download of {download.url[:200]} failed: {failure}.")
         return Path(await download.path())
 
-    async def close(self) -> None:
-        """Stop watching; cancel and delete every download not kept."""
-        self.page.remove_listener("download", self._started)
-        for index, download in enumerate(self.started):
-            if index not in self.kept:
-                await forget(download)
+    async def close(self, *, settled: bool = False) -> None:
+        """Stop watching; cancel and delete every download not kept. Unless the
+        downloads `settled` (store() waited SETTLE_S past the last), one the
+        steps started may still be on its way: it is waited for as long."""
+
+        async def cleanup() -> None:
+            if not settled:
+                await asyncio.sleep(SETTLE_S)
+            self.page.remove_listener("download", self._started)
+            for index, download in enumerate(self.started):
+                if index not in self.kept:
+                    await forget(download)
+
+        await finish(cleanup())
 
 
-async def forget(download: Download) -> None:
-    """Cancel a download and delete its file, even while the caller is cancelled."""
-
-    async def both() -> None:
-        for step in (download.cancel, download.delete):
-            with contextlib.suppress(PlaywrightError, TimeoutError):
-                await asyncio.wait_for(step(), CLEANUP_S)
-
-    task = asyncio.ensure_future(both())
+async def finish(work: Any) -> None:
+    """Run `work` to its end even while the caller is cancelled (then for at
+    most CLEANUP_S × 3, and the cancel is passed on)."""
+    task = asyncio.ensure_future(work)
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
-        await asyncio.wait({task}, timeout=CLEANUP_S * 2)
+        await asyncio.wait({task}, timeout=CLEANUP_S * 3)
         raise
+
+
+async def forget(download: Download) -> None:
+    """Cancel a download and delete its file (a cancelled one answers the
+    delete with an error: its file is gone already)."""
+    for step in (download.cancel, download.delete):
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(step(), CLEANUP_S)
 
 
 def size_of(path: Path) -> int:
