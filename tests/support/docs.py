@@ -247,6 +247,7 @@ class DocRun:
     env: dict[str, str]
     addresses: dict[str, str]  # the document's host:port -> the test's
     timeout_s: float = 120
+    namespace: dict[str, Any] = field(default_factory=dict)  # the Python blocks' globals
 
     def __post_init__(self) -> None:
         self.place = self.home / "checkout"
@@ -258,7 +259,7 @@ class DocRun:
             (self.place / "store").symlink_to(self.store)
         self.state = self.home / "shell-state"
         self.state.write_text("")
-        self.namespace: dict[str, Any] = {"__name__": "__doc__"}
+        self.namespace.setdefault("__name__", "__doc__")
 
     def mapped(self, code: str) -> str:
         for theirs, ours in self.addresses.items():
@@ -371,8 +372,10 @@ def shown_after(lines: list[str]) -> Any:
         return None
 
 
-def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str]) -> Ran:
-    """Run every block of `doc`; fail on the first that fails or differs."""
+def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str], **run) -> Ran:
+    """Run every block of `doc`; fail on the first that fails or differs.
+    `namespace=`, a dict of the test's, holds the Python blocks' globals (to
+    shut down what a block left running, even when a later one fails)."""
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     shell_env = {**os.environ}
@@ -382,7 +385,7 @@ def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addr
     # checkout: PYTHONPATH puts a module saved "beside manage.py" there too.
     shell_env.update({"HOME": str(home), "PYTHONPATH": ".", **env})
     shell_env["PENELOPE_STORE"] = str(store)
-    return DocRun(doc, home, store, shell_env, addresses).run()
+    return DocRun(doc, home, store, shell_env, addresses, **run).run()
 
 
 @contextlib.contextmanager
