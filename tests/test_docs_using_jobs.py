@@ -18,14 +18,6 @@ RECEIVER = ROOT / "docs" / "guides" / "webhook_receiver.py"
 WEBHOOK_ATTEMPTS_S = "0,1,5,10"
 
 
-def in_one_pass(addresses: dict[str, str]) -> dict[str, str]:
-    """The runner replaces one address after another; a test port such as
-    50012 would then be caught by the next one (`127.0.0.1:5001`). Each
-    address goes to a placeholder first, then the placeholders to the test's."""
-    marks = {theirs: f"@@address{index}@@" for index, theirs in enumerate(addresses)}
-    return {**marks, **{marks[theirs]: ours for theirs, ours in addresses.items()}}
-
-
 def stop_receivers(port: int) -> None:
     """A receiver a failed block left in the background (one of ours: its port is this test's)."""
     wanted = f"webhook_receiver.py\0{port}\0".encode()
@@ -49,8 +41,7 @@ def test_every_block_of_using_jobs_runs(tmp_path, monkeypatch):
     with documented_worker(store, WEBHOOK_ATTEMPTS_S=WEBHOOK_ATTEMPTS_S) as worker:
         waker.start()
         try:
-            addresses = in_one_pass(
-                {
+            addresses = {
                     "127.0.0.1:5000": f"127.0.0.1:{worker.port}",
                     "127.0.0.1:5001": f"127.0.0.1:{waker.personas['alice']['port']}",
                     "127.0.0.1:5100": f"127.0.0.1:{waker.port}",
@@ -60,8 +51,7 @@ def test_every_block_of_using_jobs_runs(tmp_path, monkeypatch):
                     "/tmp/trace.zip": str(tmp_path / "trace.zip"),
                     "/srv/penelope/alice": str(store),
                     "stores/alice": str(waker.store("alice")),
-                }
-            )
+            }
             # The polling loop in Python reads the key from the environment.
             monkeypatch.setenv("PENELOPE_KEY", worker.key)
             done = run_document(GUIDE, tmp_path, store=store, env={"WAKER_KEY": waker.key}, addresses=addresses)
