@@ -139,7 +139,10 @@ class ApiAccountingMiddleware:
             raise
         if response.streaming and response.is_async:
             # A download is in flight, and its duration runs, until its last byte.
-            response.streaming_content = _until_sent(response.streaming_content, end, response.status_code)
+            length = response.get("Content-Length")
+            response.streaming_content = _until_sent(
+                response.streaming_content, end, response.status_code, int(length) if length else None
+            )
             # A client gone before the stream even started leaves the generator
             # unstarted (its `finally` never runs), but the response is always
             # closed (on the loop for /api/, core/seams/; in a thread by
@@ -185,11 +188,19 @@ class ApiAccountingMiddleware:
         return end
 
 
-async def _until_sent(content: AsyncIterator[bytes], end: Callable[[int], None], status: int) -> AsyncIterator[bytes]:
+async def _until_sent(
+    content: AsyncIterator[bytes], end: Callable[[int], None], status: int, length: int | None
+) -> AsyncIterator[bytes]:
+    """The stream, ended with its status once its last byte is sent, or 499
+    if its client went first. A client that has its `length` bytes may close
+    at once (curl does), while the stream still works after its last byte (a
+    media link is claimed then): that download was answered all the same."""
     completed = False
+    sent = 0
     try:
         async for chunk in content:
             yield chunk
+            sent += len(chunk)
         completed = True
     finally:
-        end(status if completed else CLIENT_CLOSED)
+        end(status if completed or (length is not None and sent >= length) else CLIENT_CLOSED)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import secrets
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -136,6 +137,22 @@ def test_a_download_is_logged_when_its_last_byte_is_sent_without_its_token(api, 
     assert (row["route"], row["path"], row["status"]) == ("media/{token}", "/api/v1/media/<token>", 200)
     token = link["url"].rpartition("/")[2]
     assert log_rows(worker, "path like ?", f"%{token}%") == []
+
+
+def curl_download(worker: WorkerProcess, url: str) -> None:
+    """Download as curl does: it closes its connection the moment it has the
+    Content-Length's bytes."""
+    command = ["curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", f"Authorization: Bearer {worker.key}"]
+    done = subprocess.run([*command, worker.base_url + url], capture_output=True, text=True, timeout=30)
+    assert done.stdout == "2000000", done
+
+
+def test_a_download_whose_client_closes_at_its_last_byte_is_logged_with_its_status(api, worker):
+    # The stream still claims the link after its last byte, when curl may be gone.
+    for _ in range(3):
+        url = api.get("/main/plugin/testing/media", params={"size": 2_000_000}).json()["media"]["url"]
+        rows = logged_between(worker, api, lambda url=url: curl_download(worker, url))
+        assert [(row["route"], row["status"]) for row in rows] == [("media/{token}", 200)]
 
 
 def test_a_download_cut_short_stops_counting_and_is_logged_499(api, worker):

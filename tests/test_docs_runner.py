@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.docs import compare, json_values, lenient, python_value, read_blocks, shown_in_block
+from tests.support.docs import read_blocks
+from tests.support.shown import compare, json_values, lenient, python_value, shown_in_block, text_differs
 
 
 def doc(tmp_path, text):
@@ -73,4 +74,18 @@ def test_shape_masks_ids_and_times_but_not_keys_states_or_flags():
 def test_answers_are_found_in_order_in_what_a_block_prints():
     printed = 'receiving on :8099\n{"a":1}{"b":[2]}\njob 1: stored\n[3]'
     assert json_values(printed) == [{"a": 1}, {"b": [2]}, [3]]
-    assert shown_in_block('curl x\n# {"a":1,…}\n# {not json, prose\necho') == [{"a": 1, "…": None}]
+    assert shown_in_block('curl x\n# {"a":1,…}\necho') == [{"a": 1, "…": None}]
+
+
+def test_a_shown_answer_over_several_comment_lines_is_read_and_one_that_never_reads_fails():
+    assert shown_in_block('curl x\n# {"a": 1,\n#  "b": [2]}\ncurl y\n# {"c": {…}}') == [{"a": 1, "b": [2]}, {"c": {"…": None}}]
+    with pytest.raises(AssertionError):
+        shown_in_block('curl x\n# {"a": 1,\necho')
+
+
+def test_plain_text_is_compared_line_by_line_with_ellipses_for_what_varies():
+    printed = "Penelope waker on http://127.0.0.1:5100/api/v1\nstarted alice (pid 4242)\n"
+    assert text_differs("Penelope waker on http://127.0.0.1:5100/api/v1\nstarted alice (pid …)", printed) is None
+    assert text_differs("started alice (pid …)", printed)  # a line left out, and no excerpt mark
+    assert text_differs("…\nstarted alice (pid …)", printed) is None
+    assert text_differs("started bob (pid …)", printed)

@@ -16,12 +16,13 @@ store), their variables carried from one block to the next. Python blocks run
 in one namespace per document, in the same folder; an expression followed by
 a `# …` comment that reads as a value is compared with what it answers.
 
-Shown output is compared by shape: a shell block's output holds a JSON value
-for each one shown (in a following block or as `# {…}` comments in the
-block), in order; keys must be the same (`…` stands for more), `success`,
-`state`, `status` and booleans equal, and other values of the same type,
-so ids and times need not match. The document's addresses
-(`127.0.0.1:5000` and others) are mapped to the test's own before a block runs.
+Shown output is compared by shape (tests/support/shown.py): a shell block's
+output holds a JSON value for each one shown (in a following block, or as
+`# {…}` comments in the block, on one line or several), in order, and the
+`HTTP/1.1 NNN` lines shown; a plain shown output with neither is compared
+line by line, `…` for what varies. The document's addresses (`127.0.0.1:5000`
+and others, paths too) are mapped to the test's own before a block runs, and
+in the paths of its files.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.worker import ROOT, WorkerProcess
+from tests.support.shown import compare, json_values, lenient, python_value, shown_in_block, text_differs
 
 FENCE = re.compile(
     r"(?:^<!-- (?P<marker>not run|file): ?(?P<note>[^\n]*?) -->\n)?^(?P<indent> *)```(?P<lang>\w*)\n"
@@ -46,9 +48,6 @@ FENCE = re.compile(
     re.S | re.M,
 )
 RUN = {"bash": "shell", "sh": "shell", "shell": "shell", "python": "python"}
-EXACT_KEYS = {"success", "state", "status", "browser_state", "stopped_because", "mode"}
-STATE_WORDS = {"queued", "running", "done", "failed", "cancelled", "timed_out", "interrupted", "asleep", "awake"}
-MORE = "…"  # a shown value stands for more (keys, items) or anything (a value)
 
 
 @dataclass
@@ -98,128 +97,6 @@ def read_blocks(doc: Path) -> list[Block]:
     return found
 
 
-# --- shapes ---------------------------------------------------------------------------------------
-
-
-def lenient(text: str) -> str:
-    """`text` with each bare `…` (outside strings) made a value a parser takes:
-    a key `"…"` in an object, the string `"…"` in a list or as a value."""
-    out: list[str] = []
-    stack: list[str] = []
-    quote: str | None = None
-    escaped = False
-    previous = ""  # the last character outside a string that was not a space
-    for char in text:
-        if quote:
-            out.append(char)
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-                previous = '"'
-            continue
-        if char in "\"'":
-            quote = char
-        elif char in "{[(":
-            stack.append(char)
-        elif char in "}])" and stack:
-            stack.pop()
-        if char == MORE:
-            in_object = stack and stack[-1] == "{" and previous in "{,"
-            out.append('"…": null' if in_object else '"…"')
-            previous = '"'
-            continue
-        out.append(char)
-        if not char.isspace():
-            previous = char
-    return "".join(out)
-
-
-def json_values(text: str) -> list[Any]:
-    """Every JSON object or list in `text`, in order (curl prints no newline
-    between answers; other lines are skipped)."""
-    decoder = json.JSONDecoder()
-    values, at = [], 0
-    while True:
-        starts = [i for i in (text.find("{", at), text.find("[", at)) if i >= 0]
-        if not starts:
-            return values
-        at = min(starts)
-        try:
-            value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            at += 1
-            continue
-        values.append(value)
-        at = end
-
-
-def python_value(text: str) -> Any:
-    """A shown Python value (`{'a': 1, …}`), or raise ValueError."""
-    made = lenient(text).replace(": null", ": None")
-    try:
-        return ast.literal_eval(made)
-    except (SyntaxError, ValueError) as error:
-        raise ValueError(text) from error
-
-
-def compare(shown: Any, actual: Any, path: str = "$", key: str = "") -> list[str]:
-    """What differs in shape between a shown value and the real one."""
-    if shown == MORE:
-        return []
-    if isinstance(shown, dict):
-        if not isinstance(actual, dict):
-            return [f"{path}: shown an object, got {actual!r:.120}"]
-        problems = []
-        named = [k for k in shown if k != MORE]
-        missing = [k for k in named if k not in actual]
-        if missing:
-            problems.append(f"{path}: missing keys {missing} (it has {sorted(actual)})")
-        if MORE not in shown:
-            extra = sorted(set(actual) - set(shown))
-            if extra:
-                problems.append(f"{path}: keys the document does not show: {extra}")
-        for k in named:
-            if k in actual:
-                problems += compare(shown[k], actual[k], f"{path}.{k}", k)
-        return problems
-    if isinstance(shown, (list, tuple)):
-        if not isinstance(actual, (list, tuple)):
-            return [f"{path}: shown a list, got {actual!r:.120}"]
-        if MORE not in shown and len(shown) != len(actual):
-            return [f"{path}: shown {len(shown)} items, got {len(actual)}"]
-        placed = list(shown[: shown.index(MORE)]) if MORE in shown else list(shown)  # items after a `…` float
-        problems = []
-        for index, item in enumerate(placed):
-            if index >= len(actual):
-                return problems + [f"{path}: shown at least {len(placed)} items, got {len(actual)}"]
-            problems += compare(item, actual[index], f"{path}[{index}]", key)
-        return problems
-    if isinstance(shown, bool) or isinstance(actual, bool) or key in EXACT_KEYS:
-        return [] if shown == actual else [f"{path}: shown {shown!r}, got {actual!r}"]
-    if shown is None or actual is None:
-        return [] if shown is actual else [f"{path}: shown {shown!r}, got {actual!r:.120}"]
-    if isinstance(shown, str) and shown in STATE_WORDS:
-        return [] if shown == actual else [f"{path}: shown {shown!r}, got {actual!r}"]
-    same = (isinstance(shown, (int, float)) and isinstance(actual, (int, float))) or type(shown) is type(actual)
-    return [] if same else [f"{path}: shown {shown!r:.60} ({type(shown).__name__}), got {actual!r:.60}"]
-
-
-def shown_in_block(code: str) -> list[Any]:
-    """The `# {…}` comments of a shell block: what its commands print."""
-    found = []
-    for line in code.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith("# {") or stripped.startswith("# ["):
-            try:
-                found.append(json.loads(lenient(stripped[2:])))
-            except json.JSONDecodeError:
-                pass  # prose that starts with a brace
-    return found
-
-
 def shown_in_output(block: Block) -> tuple[list[Any], list[int]]:
     """(the JSON values, the HTTP statuses) a shown output block holds."""
     text = lenient(block.code)
@@ -247,6 +124,7 @@ class DocRun:
     env: dict[str, str]
     addresses: dict[str, str]  # the document's host:port -> the test's
     timeout_s: float = 120
+    namespace: dict[str, Any] = field(default_factory=dict)  # the Python blocks' globals
 
     def __post_init__(self) -> None:
         self.place = self.home / "checkout"
@@ -258,12 +136,15 @@ class DocRun:
             (self.place / "store").symlink_to(self.store)
         self.state = self.home / "shell-state"
         self.state.write_text("")
-        self.namespace: dict[str, Any] = {"__name__": "__doc__"}
+        self.namespace.setdefault("__name__", "__doc__")
 
     def mapped(self, code: str) -> str:
-        for theirs, ours in self.addresses.items():
-            code = code.replace(theirs, ours)
-        return code
+        """`code` with the document's addresses made the test's, in one pass
+        (a port mapped is never mapped again), longest first."""
+        if not self.addresses:
+            return code
+        theirs = sorted(self.addresses, key=len, reverse=True)
+        return re.sub("|".join(map(re.escape, theirs)), lambda match: self.addresses[match[0]], code)
 
     def run(self) -> Ran:
         done = Ran()
@@ -271,12 +152,15 @@ class DocRun:
         for block in read_blocks(self.doc):
             where = block.where(self.doc)
             if block.marker == "file":
-                target = self.place / block.note
+                target = self.place / self.mapped(block.note)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(self.mapped(block.code) + "\n")
             elif block.output_of is not None:
                 shown, statuses = shown_in_output(block)
                 printed = outputs[id(block.output_of)]
+                if not block.lang and not shown and not statuses:  # plain text: line by line
+                    problem = text_differs(self.mapped(block.code), printed)
+                    assert problem is None, f"{where}: {problem}:\n{printed[-3000:]}"
                 self.check(where, shown, json_values(printed), printed)
                 got = [int(m[1]) for m in re.finditer(r"^HTTP/[\d.]+ (\d{3})", printed, re.M)]
                 assert statuses == got[: len(statuses)], f"{where}: shown statuses {statuses}, got {got}\n{printed}"
@@ -310,18 +194,15 @@ class DocRun:
             )
 
     def shell(self, block: Block, where: str) -> str:
+        """Run a shell block; answers what it printed, its errors among it as a
+        terminal shows them."""
         script = f"set -a\n. {self.state}\nset -euo pipefail\n{self.mapped(block.code)}\nexport -p > {self.state}\n"
         finished = subprocess.run(
-            ["bash", "-c", script],
-            cwd=self.place,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=self.timeout_s,
-        )
+            ["bash", "-c", script], cwd=self.place, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, errors="replace", timeout=self.timeout_s,
+        )  # fmt: skip
         assert finished.returncode == 0, (
-            f"{where}: exit {finished.returncode}\n{block.code}\n--- stdout\n{finished.stdout[-4000:]}\n"
-            f"--- stderr\n{finished.stderr[-4000:]}"
+            f"{where}: exit {finished.returncode}\n{block.code}\n--- printed\n{finished.stdout[-6000:]}"
         )
         return finished.stdout
 
@@ -371,8 +252,10 @@ def shown_after(lines: list[str]) -> Any:
         return None
 
 
-def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str]) -> Ran:
-    """Run every block of `doc`; fail on the first that fails or differs."""
+def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str], **run) -> Ran:
+    """Run every block of `doc`; fail on the first that fails or differs.
+    `namespace=`, a dict of the test's, holds the Python blocks' globals (to
+    shut down what a block left running, even when a later one fails)."""
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     shell_env = {**os.environ}
@@ -382,7 +265,7 @@ def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addr
     # checkout: PYTHONPATH puts a module saved "beside manage.py" there too.
     shell_env.update({"HOME": str(home), "PYTHONPATH": ".", **env})
     shell_env["PENELOPE_STORE"] = str(store)
-    return DocRun(doc, home, store, shell_env, addresses).run()
+    return DocRun(doc, home, store, shell_env, addresses, **run).run()
 
 
 @contextlib.contextmanager
