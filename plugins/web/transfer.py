@@ -116,6 +116,10 @@ async def upload(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
         if page.is_closed():
             raise
         raise PluginError(400, f"The files could not be set: {first_line(error.message)}") from None
+    if ctx.media_holder is not None:  # a job's: the files stay as long as the job holds its own
+        tokens = [item.token for item in items]
+        await on_db_thread(store.hold)(tokens, holder=ctx.media_holder, until=ctx.media_held_until)
+        ctx.media_tokens += tokens
     return {"files": [{"url": f"{MEDIA_PREFIX}{item.token}", "filename": item.filename, "size": item.size,
                        "content_type": item.content_type} for item in items]}  # fmt: skip
 
