@@ -22,6 +22,7 @@ from core.runtime import runtime_of
 from core.schema import operation
 from core.seams import close_with
 from core.shapes import Success
+from core.tasks import Tasks
 from media_store import store, uploads
 from media_store.models import MediaFile
 
@@ -52,27 +53,37 @@ class Download(ApiView):
         )
     )
     async def get(self, request: Any, token: str) -> StreamingHttpResponse:
-        return await download(token, runtime_of(request).downloading)
+        runtime = runtime_of(request)
+        return await download(token, runtime.downloading, runtime.tasks)
 
 
-async def download(token: str, downloading: set[str]) -> StreamingHttpResponse:
+async def download(token: str, downloading: set[str], tasks: Tasks) -> StreamingHttpResponse:
     """`downloading`: the worker's one-shot links being downloaded right now;
     a second download of the same link waits for nothing and answers 404, so
-    a one-shot file leaves once."""
+    a one-shot file leaves once. A link is used up by the download that sent
+    its last byte, claimed when its answer is closed (`tasks` runs the claim):
+    a client may close the moment it has every byte (curl does), before the
+    stream is asked for more, and the link stays in `downloading` until then."""
     item = await on_db_thread(store.find_available)(token)
     if item is None or item.token in downloading:
         raise ApiError(404, NOT_FOUND)
     try:
-        handle = open(store.file_path(item), "rb")  # noqa: SIM115 - closed by the stream
+        handle = open(store.file_path(item), "rb")  # noqa: SIM115 - closed by the stream or the answer's close
     except FileNotFoundError:
         raise ApiError(404, NOT_FOUND) from None
-    one_shot = not item.held(time.time())
-    response = StreamingHttpResponse(_stream(handle, item, downloading if one_shot else None), content_type=item.content_type)
-    if one_shot:
+    sent = [0]  # bytes handed to the server so far
+    response = StreamingHttpResponse(_stream(handle, sent), content_type=item.content_type)
+    close_with(response, handle.close)
+    if not item.held(time.time()):
         downloading.add(item.token)
-        # A client gone before the stream started never runs the stream's
-        # `finally`; Django closes every response, so free the link there too.
-        close_with(response, lambda: downloading.discard(item.token))
+
+        def closed() -> None:
+            if sent[0] >= item.size:
+                tasks.spawn(_claim(item, downloading), about=f"media {item.path}")
+            else:  # cut short (or never started): the link stays for another try
+                downloading.discard(item.token)
+
+        close_with(response, closed)
     response["Content-Length"] = str(item.size)
     response["Content-Disposition"] = disposition(item.filename)
     response["Cache-Control"] = "no-store"
@@ -88,17 +99,22 @@ def disposition(filename: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename)}"
 
 
-async def _stream(handle, item: MediaFile, downloading: set[str] | None) -> AsyncIterator[bytes]:
-    """Send the file; only a download that reached its end claims it. One cut
-    short frees the link (a one-shot one, in `downloading`) for another try."""
+async def _stream(handle, sent: list[int]) -> AsyncIterator[bytes]:
+    """Send the file, counting what goes out (the count is taken before each
+    piece is handed over: the stream may be left at that yield)."""
     try:
         while chunk := await asyncio.to_thread(handle.read, CHUNK):
+            sent[0] += len(chunk)
             yield chunk
-        await on_db_thread(store.claim)(item)
     finally:
         handle.close()
-        if downloading is not None:
-            downloading.discard(item.token)
+
+
+async def _claim(item: MediaFile, downloading: set[str]) -> None:
+    try:
+        await on_db_thread(store.claim)(item)
+    finally:
+        downloading.discard(item.token)
 
 
 class MediaLink(serializers.Serializer):

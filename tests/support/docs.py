@@ -190,7 +190,7 @@ class DocRun:
             assert not problems, (
                 f"{where}: answer {index + 1} differs from the document:\n"
                 + "\n".join(problems)
-                + f"\n{json.dumps(actual[index])[:2000]}"
+                + f"\n{json.dumps(actual[index])[:2000]}\n--- printed\n{printed[-2000:]}"
             )
 
     def shell(self, block: Block, where: str) -> str:
