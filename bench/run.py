@@ -33,6 +33,7 @@ from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
+from bench.phases.files import files_phase
 from bench.phases.guard import guard_phase
 from bench.phases.live import live_phase
 from bench.phases.memory import max_pages_memory, memory_rows
@@ -59,7 +60,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("steps", "guard", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
+PHASES = ("steps", "guard", "files", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
           "live", "peer", "memory", "store", "soak", "personas")
 
 
@@ -89,6 +90,9 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
             if "guard" in phases:
                 print("a browser step with BROWSER_REFUSE_PRIVATE on and off", flush=True)
                 guard_phase(plan, report, scratch)  # on workers of its own
+            if "files" in phases:
+                print("files: a 100 MB download and upload through the worker, against a plain fetch", flush=True)
+                files_phase(plan, report, scratch)  # on a worker of its own
             if "c1" in phases or "memory" in phases:
                 print("c=1: reference and job starts", flush=True)
                 with profiled(pid, profile_dir, "c1"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from enum import StrEnum
@@ -118,6 +119,9 @@ class Browser:
             profile = settings.PROFILE_DIR
             profile.mkdir(parents=True, exist_ok=True)
             clear_stale_profile_lock(profile)
+            # Downloads run into the worker's own folder, never one a plugin or
+            # a client names; one left by a browser that stopped is no one's.
+            shutil.rmtree(settings.DOWNLOADS_DIR, ignore_errors=True)
             args = list(CHROMIUM_ARGS)
             if not settings.CHROMIUM_SANDBOX:
                 args.append("--no-sandbox")  # off by default as root, where Chromium refuses to sandbox
@@ -133,6 +137,7 @@ class Browser:
                     headless=settings.PENELOPE_HEADLESS,
                     proxy=proxy,
                     args=args,
+                    downloads_path=str(settings.DOWNLOADS_DIR),
                 ),
                 settings.BROWSER_LAUNCH_TIMEOUT_S,
             )

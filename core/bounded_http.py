@@ -35,7 +35,7 @@ from collections.abc import Callable
 from django.conf import settings
 
 from core.api import error_body
-from core.seams import bound_request_bodies, bound_request_heads
+from core.seams import StreamChoice, bound_request_bodies, bound_request_heads
 
 log = logging.getLogger("penelope.serving")
 
@@ -57,23 +57,29 @@ def too_many_headers_sentence(server_name: str) -> str:
     return f"The request has more than {MAX_HEADERS} headers, more than the {server_name} accepts; send fewer."
 
 
-def envelope_answer(status_line: bytes, message: str, page_id: str | None) -> bytes:
+def envelope_answer(
+    status_line: bytes, message: str, page_id: str | None, headers: dict[str, str] | None = None
+) -> bytes:
     """A whole HTTP/1.1 answer with the error envelope, closing the connection."""
     body = json.dumps(error_body(message, page_id), separators=(",", ":")).encode()
+    more = b"".join(f"{name}: {value}\r\n".encode("latin-1") for name, value in (headers or {}).items())
     return (
         b"HTTP/1.1 " + status_line + b"\r\n"
-        b"Content-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+        b"Content-Type: application/json\r\n" + more + b"Content-Length: " + str(len(body)).encode() + b"\r\n"
         b"X-Frame-Options: DENY\r\n"  # as every API answer has it (core/rest.py)
         b"Connection: close\r\n\r\n" + body
     )
 
 
-def install(server_name: str, page_of: Callable[[str], str | None] | None = None) -> None:
+def install(
+    server_name: str, page_of: Callable[[str], str | None] | None = None, stream: StreamChoice | None = None
+) -> None:
     """Make daphne refuse a body past MAX_BODY_BYTES as it arrives, and a
     request line and headers past MAX_HEAD_BYTES (before the server runs).
     `server_name` ("worker" or "waker") is said in the sentences;
-    `page_of(path)` gives the envelope's page_id, as the view would have."""
+    `page_of(path)` gives the envelope's page_id, as the view would have;
+    `stream` chooses the requests whose bodies go elsewhere as they arrive
+    (an upload's, media_store/uploads.py), each with its own bound."""
 
     def page(path: str) -> str | None:
         return page_of(path) if page_of is not None else None
@@ -92,5 +98,5 @@ def install(server_name: str, page_of: Callable[[str], str | None] | None = None
         log.info("refused a request with more than %d headers: %s %s", MAX_HEADERS, method[:20], path[:200])
         return envelope_answer(b"400 Bad Request", too_many_headers_sentence(server_name), page(path))
 
-    bound_request_bodies(refusal)
+    bound_request_bodies(refusal, stream)
     bound_request_heads(MAX_HEAD_BYTES, head_refusal, too_many_headers)

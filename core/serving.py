@@ -13,6 +13,10 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.seams import StreamChoice
 
 log = logging.getLogger("penelope.serving")
 
@@ -104,6 +108,7 @@ def run_daphne(
     on_stop: Callable[[], Awaitable[object]],
     server_name: str = "worker",
     page_of: Callable[[str], str | None] | None = None,
+    stream: StreamChoice | None = None,
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
@@ -118,7 +123,7 @@ def run_daphne(
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
     from core.seams import name_statuses  # after the reactor too: the seams import Twisted
 
-    bounded_http.install(server_name, page_of)
+    bounded_http.install(server_name, page_of, stream)
     name_statuses(reason_phrase)  # daphne writes Twisted's phrase, which is "Unknown Status" for a 429
     server = daphne.server.Server(
         application=application,

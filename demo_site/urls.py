@@ -22,4 +22,6 @@ urlpatterns = [
     path("<str:handle>/", views.profile, name="profile"),
     path("<str:handle>/following/", views.following_page, name="following"),
     path("<str:handle>/following.json", views.following_json, name="following-json"),
+    path("<str:handle>/following.csv", views.following_csv, name="following-csv"),
+    path("<str:handle>/photo/", views.photo, name="photo"),
 ]

@@ -1,5 +1,7 @@
 """The demo site's pages: an index, profiles and an infinitely scrolling
-following list, with the JSON endpoint that list's script calls.
+following list, with the JSON endpoint that list's script calls; a CSV export
+of that list (a download, for `web/download`) and a profile-photo form (a
+file input, for `web/upload`).
 
 They need no key (they are not under /api/v1) and no database. The whole site
 answers 404 when `PENELOPE_DEMO` is off; the setting is read on each request,
@@ -129,6 +131,28 @@ async def following_json(request: HttpRequest, handle: str) -> HttpResponse:
             "next_offset": end if end < account.following else None,
         }
     )
+
+
+@demo_view
+async def following_csv(request: HttpRequest, handle: str) -> HttpResponse:
+    """The whole following list as a CSV file, served as a download."""
+    account = accounts.account(handle)
+    if account is None:
+        return missing(handle)
+    rows = ["handle,name"] + [f"{h},{accounts.display_name(h)}" for h in accounts.following(account, 0, account.following)]
+    response = HttpResponse("\n".join(rows) + "\n", content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{account.handle}-following.csv"'
+    return response
+
+
+@demo_view
+async def photo(request: HttpRequest, handle: str) -> HttpResponse:
+    """A profile-photo form: its file input shows the chosen file's name, size
+    and SHA-256, computed in the page from the bytes the browser hands it."""
+    account = accounts.account(handle)
+    if account is None:
+        return missing(handle)
+    return page("photo.html", {"account": account})
 
 
 def entries_of(account: accounts.Account, offset: int, count: int) -> list[dict[str, str]]:

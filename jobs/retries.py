@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 from jobs.options import MAX_QUEUE_TIMEOUT_S
-from plugins.framework import Outcome
+from plugins.running import Outcome
 
 JITTER = 0.2
 

@@ -33,7 +33,8 @@ from jobs.services import end_job, requeue_job
 from live.human import Questions
 from plugins import debug
 from plugins.calls import run_claimed
-from plugins.framework import Action, Context, Outcome
+from plugins.framework import Action, Context
+from plugins.running import Outcome
 
 log = logging.getLogger("penelope.jobs")
 

@@ -12,7 +12,9 @@ import asyncio
 import logging
 import mimetypes
 import os
+import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +36,20 @@ ORPHAN_GRACE_S = 30
 def media_dir() -> Path:
     settings.MEDIA_DIR.mkdir(parents=True, exist_ok=True)
     return settings.MEDIA_DIR
+
+
+def incoming_dir() -> Path:
+    """Where uploads are written as they arrive (media_store/uploads.py), apart
+    from the files with rows: `drop_orphans` leaves an upload in progress alone."""
+    directory = media_dir() / "incoming"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def links_dir() -> Path:
+    """Where `web/upload` links files under their own names for a page's file
+    input (plugins/web/transfer.py); the links stay until the page's next upload."""
+    return media_dir() / "links"
 
 
 def file_path(item: MediaFile) -> Path:
@@ -103,6 +119,40 @@ def register(
             leftover.unlink(missing_ok=True)
         raise
     return item
+
+
+def register_file(
+    source: Path,
+    *,
+    size: int,
+    content_type: str,
+    filename: str,
+    holder: str | None = None,
+    held_until: float | None = None,
+) -> MediaFile:
+    """`register` for a file written elsewhere (an upload's part, a finished
+    download): moved into the media folder, never read."""
+    partial = media_dir() / (secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin") + ".part")
+    try:
+        shutil.move(source, partial)  # a rename on the store's own disk
+    except BaseException:
+        for leftover in (source, partial):
+            leftover.unlink(missing_ok=True)
+        raise
+    return register(
+        partial, size=size, content_type=content_type, filename=filename, holder=holder, held_until=held_until
+    )
+
+
+UNSAFE_IN_NAMES = re.compile(r'[\x00-\x1f\x7f/\\"]')
+MAX_FILENAME = 200
+
+
+def safe_filename(given: str, fallback: str = "upload") -> str:
+    """A name a file may be saved under anywhere: its last path part, with no
+    control characters or quotes, not hidden, at most 200 characters; else `fallback`."""
+    name = UNSAFE_IN_NAMES.sub("_", given.replace("\\", "/").rsplit("/", 1)[-1]).strip().lstrip(".")
+    return name[:MAX_FILENAME] or fallback
 
 
 def hold(tokens: Iterable[str], *, holder: str, until: float) -> int:
@@ -215,5 +265,9 @@ def _delete_rows(queryset) -> list[str]:
 
 
 async def adrop_orphans_at_start() -> dict[str, int]:
-    """`drop_orphans` at the worker's start, before any put can run."""
+    """`drop_orphans` at the worker's start, before any put can run; uploads
+    a stop cut short leave their parts in `incoming/`, and pages their
+    uploads' links in `links/`: both are removed too."""
+    for folder in (media_dir() / "incoming", links_dir()):
+        shutil.rmtree(folder, ignore_errors=True)
     return await on_db_thread(drop_orphans)(grace_s=0)

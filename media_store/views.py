@@ -1,24 +1,29 @@
-"""`GET /api/v1/media/{token}`: stream a plugin's file."""
+"""`GET /api/v1/media/{token}`: stream a plugin's file; `POST /api/v1/media`:
+store a client's (media_store/uploads.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 
 from core.api import ApiError
 from core.db_thread import on_db_thread
-from core.rest import ApiView
+from core.rest import ApiView, answer
 from core.runtime import runtime_of
 from core.schema import operation
 from core.seams import close_with
+from core.shapes import Success
 from core.tasks import Tasks
-from media_store import store
+from media_store import store, uploads
 from media_store.models import MediaFile
 
 CHUNK = 256 * 1024
@@ -80,9 +85,18 @@ async def download(token: str, downloading: set[str], tasks: Tasks) -> Streaming
 
         close_with(response, closed)
     response["Content-Length"] = str(item.size)
-    response["Content-Disposition"] = f'attachment; filename="{item.filename}"'
+    response["Content-Disposition"] = disposition(item.filename)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def disposition(filename: str) -> str:
+    """`attachment` with the file's name; a name that is not ASCII also goes
+    percent-encoded as UTF-8 (RFC 6266's `filename*`), beside an ASCII one."""
+    if filename.isascii():
+        return f'attachment; filename="{filename}"'
+    fallback = filename.encode("ascii", "replace").decode().replace("?", "_")
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename)}"
 
 
 async def _stream(handle, sent: list[int]) -> AsyncIterator[bytes]:
@@ -101,3 +115,69 @@ async def _claim(item: MediaFile, downloading: set[str]) -> None:
         await on_db_thread(store.claim)(item)
     finally:
         downloading.discard(item.token)
+
+
+class MediaLink(serializers.Serializer):
+    url = serializers.CharField(help_text="`/api/v1/media/<token>`: give it to `web/upload`, or download it.")
+    expires_at = serializers.FloatField(
+        help_text="When the link lapses (MEDIA_TTL_S after the upload), unless a job holds it."
+    )
+    content_type = serializers.CharField()
+    size = serializers.IntegerField()
+
+
+class Uploaded(Success):
+    media = MediaLink()
+    filename = serializers.CharField(help_text="X-Filename, made safe to save under.")
+    sha256 = serializers.CharField(help_text="The SHA-256 of the bytes received, in hex.")
+
+
+class Upload(ApiView):
+    does = {"POST": "uploading a file"}
+
+    @extend_schema(
+        **operation(
+            operation_id="uploadMedia",
+            summary="Upload a file for a plugin",
+            description=(
+                "The raw body is the file, its `Content-Type` the file's own and `X-Filename` its name "
+                "(percent-encoded when it is not ASCII). The key is checked before the body is read, and "
+                "the body goes to disk as it arrives. At most UPLOAD_MAX_MB; the store's MEDIA_MAX_MB applies."
+            ),
+            tags=["media"],
+            request={"application/octet-stream": OpenApiTypes.BINARY},  # or any type: the file's own
+            answers={201: Uploaded},
+            errors={
+                400: "Content-Type is not a media type.",
+                413: "Larger than UPLOAD_MAX_MB.",
+                507: "The media store is full (MEDIA_MAX_MB).",
+            },
+        )
+    )
+    async def post(self, request: Any) -> HttpResponse:
+        part = uploads.received(request.META.get(uploads.MARKER_META, ""))
+        try:
+            content_type = uploads.content_type_of({"content-type": request.META.get("CONTENT_TYPE", "")})
+            if content_type is None:  # the server refuses it first; a request that came another way is checked here
+                raise ApiError(400, "Content-Type must be a media type (type/subtype), the file's own.")
+            filename = uploads.filename_of({"x-filename": request.META.get("HTTP_X_FILENAME", "")})
+            if (
+                part is None
+            ):  # not through the worker's server (an in-process client): the body is here, within MAX_BODY_BYTES
+                body = request.body
+                item = await store.aput(body, content_type=content_type, filename=filename)
+                digest = hashlib.sha256(body).hexdigest()
+            else:
+                path, size, digest = part
+                item = await on_db_thread(store.register_file)(
+                    path, size=size, content_type=content_type, filename=filename
+                )
+        except BaseException:
+            if part is not None:
+                part[0].unlink(missing_ok=True)  # refused or failed: no file is kept
+            raise
+        return answer(
+            Uploaded,
+            {"success": True, "page_id": None, "media": item.link(), "filename": filename, "sha256": digest},
+            201,
+        )

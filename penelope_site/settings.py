@@ -33,6 +33,8 @@ os.umask(0o077)
 STORE_DIR = Path(env_str("PENELOPE_STORE", "./store")).resolve()
 STORE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 MEDIA_DIR = STORE_DIR / "media"
+# Where the browser writes downloads as they run (emptied at each launch).
+DOWNLOADS_DIR = STORE_DIR / "downloads"
 PROFILE_DIR = STORE_DIR / "profile"
 KEY_FILE = STORE_DIR / "key"
 
@@ -110,6 +112,10 @@ POOL_PAGE_IDLE_S = env_float("POOL_PAGE_IDLE_S", 300)
 # `pause_ms`); the suite's docs runner shortens it.
 DEMO_PAUSE_MS = env_int("DEMO_PAUSE_MS", 250)
 MEDIA_MAX_MB = env_float("MEDIA_MAX_MB", 4096)
+# The largest file POST /api/v1/media takes (its own bound, not MAX_BODY_BYTES).
+UPLOAD_MAX_MB = env_float("UPLOAD_MAX_MB", 100)
+# The largest file a download (web/download, ctx.expect_download) may bring.
+DOWNLOAD_MAX_MB = env_float("DOWNLOAD_MAX_MB", 500)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)
 WEBHOOK_ATTEMPTS_S = env_floats("WEBHOOK_ATTEMPTS_S", "0,60,300,600")

@@ -23,7 +23,7 @@ from jobs.pressure import PressureView
 from jobs.starting import JobStart
 from jobs.views import JobCancel, JobDetail, JobListView, JobRerun
 from live.views import PageLive, live_page
-from media_store.views import Download
+from media_store.views import Download, Upload
 from plugins.views import PluginCall, PrimitiveCall
 from schedules.views import ScheduleCollection, ScheduleDetail, ScheduleTrigger
 
@@ -38,6 +38,7 @@ urlpatterns = [
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),
+    path(api + "media", Upload.as_view(), name="media_upload"),
     path(api + "media/<str:token>", Download.as_view(), name="media"),
     path(api + "jobs", JobListView.as_view(), name="jobs"),
     path(api + "jobs/<str:job_id>", JobDetail.as_view(), name="job"),

@@ -18,7 +18,8 @@ from browser.registry import PageRegistry
 from core.errors import DomainError, NavigationRefused, TabLost
 from core.routes import ANY
 from plugins.debug import Recorder
-from plugins.framework import Action, Context, Outcome, run_action
+from plugins.framework import Action, Context
+from plugins.running import Outcome, run_action
 
 
 async def run_claimed(

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,8 @@ from browser.launch import BrowserNotFound, find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, profile_holder
 from core import store_lock
 from core.api import error_line, first_line
-from plugins.framework import Action, Context, Outcome, families, find_action, run_action
+from plugins.framework import Action, Context, families, find_action
+from plugins.running import Outcome, run_action
 
 log = logging.getLogger("penelope.plugins")
 
@@ -49,15 +51,25 @@ class ShellContext(Context):
 
     media_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="penelope-media-")))
 
-    async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
+    def _free_name(self, filename: str) -> Path:
         self.media_dir.mkdir(parents=True, exist_ok=True)
         stem, suffix = os.path.splitext(Path(filename).name or "file")
         target, n = self.media_dir / f"{stem}{suffix}", 1
         while target.exists():  # two files of one name are both kept
             n += 1
             target = self.media_dir / f"{stem}-{n}{suffix}"
+        return target
+
+    async def put_media(self, data: bytes, *, content_type: str, filename: str) -> dict[str, Any]:
+        target = self._free_name(filename)
         target.write_bytes(data)
         return {"url": target.resolve().as_uri(), "expires_at": None, "content_type": content_type, "size": len(data)}
+
+
+    async def put_media_file(self, path: Path, *, size: int, content_type: str, filename: str) -> dict[str, Any]:
+        target = self._free_name(filename)
+        shutil.move(path, target)
+        return {"url": target.resolve().as_uri(), "expires_at": None, "content_type": content_type, "size": size}
 
 
 def find(route: str) -> Action:

@@ -58,7 +58,7 @@ def test_every_block_of_using_jobs_runs(tmp_path, monkeypatch):
         finally:
             stop_receivers(receiver)
             waker.stop()
-    assert (len(done.ran), len(done.not_run), done.compared) == (31, 3, 19)
+    assert (len(done.ran), len(done.not_run), done.compared) == (32, 3, 20)
     assert (tmp_path / "trace.zip").stat().st_size > 0
     # The guide's receiver is the one saved beside it, word for word.
     saved = [block for block in read_blocks(GUIDE) if block.note == "webhook_receiver.py"]

@@ -16,7 +16,8 @@ from core.api import STATUS_OF, ApiError, status_of
 from core.rest import envelope_handler
 from jobs.options import PRIORITY_HEADER, RETRY_HEADER, TTL_HEADER, parse_options
 from jobs.retries import transient
-from plugins.framework import Context, Family, PluginError, run_action
+from plugins.framework import Context, Family, PluginError
+from plugins.running import run_action
 
 DOMAIN_ERRORS = [
     kind for _, kind in inspect.getmembers(errors, inspect.isclass)

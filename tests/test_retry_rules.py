@@ -17,7 +17,7 @@ from jobs.models import Job
 from jobs.options import MAX_QUEUE_TIMEOUT_S, JobOptions
 from jobs.retries import back_off_s, transient
 from jobs.shapes import job_body
-from plugins.framework import Outcome
+from plugins.running import Outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

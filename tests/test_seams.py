@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import queue
 import re
 import sqlite3
 import threading
@@ -38,6 +39,7 @@ from rest_framework.request import Request
 from core import seams
 from core.envelope import json_response
 from core.rest import ApiView, JsonObjectBody
+from harness.worker import wait_until
 
 factory = AsyncRequestFactory()
 
@@ -556,6 +558,112 @@ def test_a_body_within_the_bound_is_read_on(bounded):
     assert refusals == [] and transport.value() == b"" and not transport.disconnecting
 
 
+class Application(Connections):
+    """Connections that also run daphne's `process`: the scope and the queue
+    of body messages daphne gives the application."""
+
+    request_buffer_size = 8192
+    proxy_forwarded_address_header = None
+    root_path = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[dict] = []
+        self.queues: list[queue.SimpleQueue] = []
+
+    def create_application(self, protocol, scope: dict) -> queue.SimpleQueue:
+        self.scopes.append(scope)
+        self.queues.append(queue.SimpleQueue())
+        return self.queues[-1]
+
+
+class Sink:
+    def __init__(self, limit: int) -> None:
+        self.limit, self.received, self.ended = limit, b"", None
+
+    def write(self, data: bytes) -> None:
+        self.received += data
+
+    def finish(self) -> str:
+        self.ended = "finished"
+        return f"{len(self.received)} bytes"
+
+    def too_large(self) -> bytes:
+        return b"HTTP/1.1 413 Too Large\r\n\r\n"
+
+    def abort(self) -> None:
+        self.ended = "aborted"
+
+
+@pytest.fixture
+def streaming(monkeypatch):
+    """`bound_request_bodies` with a stream choice: /up goes to a Sink of 100 bytes."""
+    from daphne import http_protocol
+    from twisted.internet.task import Clock
+    from twisted.web import http
+
+    monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
+    sinks: list[Sink] = []
+
+    def choose(method: str, path: str, headers: dict[str, str], length: int | None):
+        if path != "/up":
+            return None
+        if headers.get("authorization") != "yes":
+            return b"HTTP/1.1 401 Unauthorized\r\n\r\n"
+        sinks.append(Sink(100))
+        return sinks[-1]
+
+    seams.bound_request_bodies(lambda *_: b"HTTP/1.1 413 Refused\r\n\r\n", choose)
+    server_factory = http_protocol.HTTPFactory.__new__(http_protocol.HTTPFactory)
+    http.HTTPFactory.__init__(server_factory, reactor=Clock())
+    server_factory.server = Application()
+    return server_factory, sinks
+
+
+def test_daphne_queues_the_whole_body_for_the_application_at_once(streaming):
+    """daphne 4.2's `process` reads the request's whole buffered body and puts
+    it in the application's queue in `request_buffer_size` pieces before the
+    application reads any: a streamed body (an upload) must not reach it that
+    way. If this fails, daphne streams bodies itself; the sink may then be
+    simpler (tests/test_uploads.py checks uploads on a real worker)."""
+    server_factory, sinks = streaming
+    protocol, _transport = connection(server_factory)
+    protocol.dataReceived(b"POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n" + b"x" * 20000)
+    body = server_factory.server.queues[0]
+    pieces = [body.get_nowait() for _ in range(body.qsize())]
+    assert [len(piece["body"]) for piece in pieces] == [8192, 8192, 3616] and sinks == []
+
+
+def test_a_streamed_body_goes_to_its_sink_and_daphne_gets_none(streaming):
+    from twisted.internet.error import ConnectionDone  # as the fixtures import Twisted: after the reactor
+
+    server_factory, sinks = streaming
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nPenelope-Streamed: forged\r\n")
+    protocol.dataReceived(b"Content-Length: 60\r\n\r\n" + b"y" * 60)
+    assert sinks[0].received == b"y" * 60 and sinks[0].ended == "finished"
+    scope = server_factory.server.scopes[0]
+    assert [value for name, value in scope["headers"] if name == b"penelope-streamed"] == [b"60 bytes"]
+    assert server_factory.server.queues[0].get_nowait()["body"] == b""
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 60\r\n\r\n")
+    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and transport.disconnecting
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n")
+    protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
+    protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
+    assert sinks[1].ended == "aborted" and transport.value() == b"HTTP/1.1 413 Too Large\r\n\r\n"
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(
+        b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nContent-Length: 60\r\n\r\n" + b"w" * 30
+    )
+    protocol.connectionLost(ConnectionDone())
+    assert sinks[2].ended == "aborted" and len(server_factory.server.scopes) == 1
+
+
 # --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
 
 HEAD_LIMIT = 16384
@@ -922,3 +1030,29 @@ def test_daphne_sets_the_status_alone_and_the_seam_names_it(daphne_factory, monk
     assert status_line_of(daphne_factory, 499) == b"499 Client Closed Request"
     assert status_line_of(daphne_factory, 200) == b"200 OK"
     assert status_line_of(daphne_factory, 460) == b"460 Unknown Status"  # no standard phrase: Twisted's
+
+
+# --- 15. the file a running download is written to ---------------------------------------
+
+
+def test_playwrights_download_knows_its_file_from_the_start_and_chromium_grows_it_beside(person, site):
+    """Playwright 1.65's artifact carries `absolutePath` from the download's
+    start (its public `path()` waits for the end), and Chromium writes
+    `<that path>.crdownload` as the download runs, renamed at its end. If
+    this fails, Playwright moved the path or Chromium its partial file:
+    adapt `download_file_of` and plugins/downloads.py's `size_of`
+    (tests/test_downloads.py then checks the bound on a real worker)."""
+    context = person.new_context(accept_downloads=True)
+    try:
+        page = context.new_page()
+        page.set_content(f"<a href='{site.url}/download?name=s.bin&kib=4096&pause_ms=20'>get</a>")
+        with page.expect_download() as started:
+            page.click("a")
+        download = started.value
+        known = seams.download_file_of(download)
+        growing = known.with_name(known.name + ".crdownload")
+        wait_until(lambda: growing.exists() and growing.stat().st_size > 0, what="the partial file to grow")
+        assert download.path() == known and not growing.exists()
+        assert known.stat().st_size == 4096 * 1024
+    finally:
+        context.close()

@@ -20,6 +20,12 @@ def penelope_pages() -> Path:
     return ROOT / "tests" / "support" / "pages"
 
 
+@pytest.fixture(scope="session")
+def penelope_plugins() -> list[str]:
+    # The web family, and the suite's own (`testing/export` takes a download as an author's action would).
+    return ["plugins.web", "tests.support.testing_plugins"]
+
+
 @pytest.fixture(scope="module")
 def penelope(tmp_path_factory, penelope_plugins, penelope_pythonpath, penelope_settings) -> Iterator:
     """The kit's worker for this module only: its Chromium does not outlive
@@ -113,3 +119,14 @@ def test_a_route_is_a_family_and_an_action():
     for bad in ("shop", "/get-items", "shop/", "shop/a/b"):
         with pytest.raises(ValueError, match="A route is 'family/action'"):
             split_route(bad)
+
+
+def test_an_authors_action_keeps_the_download_its_click_starts(call, fixture_site):
+    call("web/open", url=fixture_site.url("download.html"))
+    answer = call("testing/export", selector="#blob")
+    assert answer.ok, answer
+    (stored,) = answer["files"]
+    assert (stored["filename"], stored["size"], stored["content_type"]) == ("export.txt", 17, "text/plain")
+    assert stored["url"].startswith("/api/v1/media/") and len(stored["sha256"]) == 64
+    nothing = call("testing/export", selector="#none", timeout_ms=200)
+    assert (nothing.status, nothing["error"]) == (408, "No download started within 200 ms.")

@@ -3,7 +3,9 @@ an answer. No I/O here, so each twin is only its calls."""
 
 from __future__ import annotations
 
+import mimetypes
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -137,6 +139,32 @@ def answer_of(response: httpx.Response) -> Answer:
     if response.status_code == 204 or not response.content:
         return {}
     return response.json()
+
+
+def media_path(link: str | Answer) -> str:
+    """The route of a media link (`/api/v1/media/<token>`, or a `media` dict holding it)."""
+    url = link["url"] if isinstance(link, dict) else link
+    return "/" + url.removeprefix(API).lstrip("/")
+
+
+def upload_headers(path: Path, content_type: str | None, filename: str | None) -> dict[str, str]:
+    name = filename or path.name
+    return {
+        "Content-Type": content_type or mimetypes.guess_type(name)[0] or "application/octet-stream",
+        "X-Filename": quote(name),
+    }
+
+
+# How much of a file an upload reads at a time: it never holds the file whole.
+PIECE = 1024 * 1024
+
+
+def transfer_params(url: str | None, selector: str | None, **more: Any) -> dict[str, Any]:
+    """web/download's parameters: `url` or `selector`, and those given."""
+    if (url is None) == (selector is None):
+        raise TypeError("download() takes url= or selector=, one of the two")
+    found = {"url": url} if url is not None else {"selector": selector}
+    return {**found, **{name: value for name, value in more.items() if value is not None}}
 
 
 def http_timeout(timeout: float | None) -> httpx.Timeout:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -49,6 +50,48 @@ class AsyncPenelope:
 
     async def call(self, page: str, route: str, /, **params: Any) -> Answer:
         return await self.request("POST", shared.plugin_path(page, route), json=params)
+
+    async def upload_file(
+        self, path: str | Path, *, content_type: str | None = None, filename: str | None = None
+    ) -> Answer:
+        path = Path(path)
+
+        async def pieces() -> AsyncIterator[bytes]:
+            with open(path, "rb") as file:
+                while piece := await asyncio.to_thread(file.read, shared.PIECE):
+                    yield piece
+
+        headers = shared.upload_headers(path, content_type, filename)
+        return await self.request("POST", "/media", content=pieces(), headers=headers)
+
+    async def upload(
+        self, page: str, selector: str, files: list[str | Answer], *, lease: str | None = None, **params: Any
+    ) -> Answer:
+        links = [file["url"] if isinstance(file, dict) else file for file in files]
+        body = {"selector": selector, "files": links, **params}
+        return await self.request("POST", shared.plugin_path(page, "web/upload"), json=body, headers=shared.lease_header(lease))
+
+    async def download(
+        self, page: str, *, url: str | None = None, selector: str | None = None, to: str | Path | None = None,
+        lease: str | None = None, timeout_ms: int | None = None,
+    ) -> bytes | Path:
+        params = shared.transfer_params(url, selector, timeout_ms=timeout_ms)
+        path = shared.plugin_path(page, "web/download")
+        answer = await self.request("POST", path, json=params, headers=shared.lease_header(lease))
+        return await self.media(answer["media"], to=to)
+
+    async def media(self, link: str | Answer, *, to: str | Path | None = None) -> bytes | Path:
+        async with self.http.stream("GET", shared.media_path(link)) as response:
+            if not response.is_success:
+                await response.aread()
+                shared.answer_of(response)
+            if to is None:
+                return await response.aread()
+            target = Path(to)
+            with open(target, "wb") as file:
+                async for piece in response.aiter_bytes():
+                    await asyncio.to_thread(file.write, piece)
+            return target
 
     def lease(self, page: str, ttl: float) -> AsyncLease:
         """`async with client.lease("main", ttl=60) as lease: await lease.call(...)`."""

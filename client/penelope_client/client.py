@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -55,6 +56,51 @@ class Penelope:
     def call(self, page: str, route: str, /, **params: Any) -> Answer:
         """Run a plugin action ("family/action") on a page and answer its answer."""
         return self.request("POST", shared.plugin_path(page, route), json=params)
+
+    def upload_file(self, path: str | Path, *, content_type: str | None = None, filename: str | None = None) -> Answer:
+        """Store a file on the worker (POST /api/v1/media), sent in pieces:
+        its `media` link (for `upload()`), `filename` and `sha256`."""
+        path = Path(path)
+
+        def pieces() -> Iterator[bytes]:
+            with open(path, "rb") as file:
+                while piece := file.read(shared.PIECE):
+                    yield piece
+
+        return self.request("POST", "/media", content=pieces(), headers=shared.upload_headers(path, content_type, filename))
+
+    def upload(self, page: str, selector: str, files: list[str | Answer], *, lease: str | None = None, **params: Any) -> Answer:
+        """Set media files (links, or the `media` dicts `upload_file` answers) on
+        the page's file input `selector` (web/upload)."""
+        links = [file["url"] if isinstance(file, dict) else file for file in files]
+        body = {"selector": selector, "files": links, **params}
+        return self.request("POST", shared.plugin_path(page, "web/upload"), json=body, headers=shared.lease_header(lease))
+
+    def download(
+        self, page: str, *, url: str | None = None, selector: str | None = None, to: str | Path | None = None,
+        lease: str | None = None, timeout_ms: int | None = None,
+    ) -> bytes | Path:
+        """Take the file `url` answers with, or that a click on `selector`
+        starts (web/download), and fetch it: its bytes, or with `to` the path
+        it was written to (in pieces)."""
+        params = shared.transfer_params(url, selector, timeout_ms=timeout_ms)
+        answer = self.request("POST", shared.plugin_path(page, "web/download"), json=params, headers=shared.lease_header(lease))
+        return self.media(answer["media"], to=to)
+
+    def media(self, link: str | Answer, *, to: str | Path | None = None) -> bytes | Path:
+        """A media file's bytes, or with `to` the path it was written to. A plain
+        call's link is used up by the first whole download."""
+        with self.http.stream("GET", shared.media_path(link)) as response:
+            if not response.is_success:
+                response.read()
+                shared.answer_of(response)
+            if to is None:
+                return response.read()
+            target = Path(to)
+            with open(target, "wb") as file:
+                for piece in response.iter_bytes():
+                    file.write(piece)
+            return target
 
     def lease(self, page: str, ttl: float) -> Lease:
         """`with client.lease("main", ttl=60) as lease: lease.call(...)`: see Lease."""

@@ -4,14 +4,14 @@ theirs (or of Playwright's or channels'), and nothing else.
 
 Pieces 1 to 8 and 14 replace upstream code for a gain that was measured
 (or, for three of them, a behaviour the contract needs); pieces 9 to 13
-only use a private name, for what no public one gives. Each is an upgrade hazard: a new
+and 15 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
 upstream version can change what it relies on without a word.
 `tests/test_seams.py` has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 2, 5,
-9), `rest` (3, 4, 10), `server` (6, 7, 11, 14), `sqlite` (12) and `orm` (8,
-13); each is imported here under its own name. Written against Django
+9), `rest` (3, 4, 10), `server` (6, 7, 11, 14), `sqlite` (12), `orm` (8,
+13) and `browser` (15); each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0.
@@ -91,7 +91,13 @@ Twisted 26.10.0, asgiref 3.13.0.
    `_path`. Gain: memory, not time, so not a row of docs/BENCHMARKS.md: a
    500 MB POST without the key took a worker from 92 MB to 596 MB resident
    before (core/bounded_http.py); tests/test_bounds.py checks the bound on a
-   real worker.
+   real worker. It also overrides `requestReceived` and `connectionLost`:
+   a request the server chooses to stream (an upload, media_store/uploads.py)
+   has its body written to a sink as it arrives instead of Twisted's buffer,
+   and reaches daphne with an empty one, since daphne's `process` reads the
+   whole buffer into the application's queue at once (`self.content.read`,
+   in `request_buffer_size` chunks put with `put_nowait`): a 100 MB upload
+   would otherwise sit in memory twice. tests/test_uploads.py checks it.
 
 7. `bound_request_heads` replaces the protocol daphne's `HTTPFactory` builds
    for each connection (`protocol`, which Twisted 26.10.0's
@@ -167,6 +173,14 @@ Twisted 26.10.0, asgiref 3.13.0.
     (`HTTP/1.1 429 Too Many Requests`), checked by
     tests/test_queue.py on a real worker.
 
+15. `download_file_of` reads the path a running download is written to from
+    its artifact's `_initializer["absolutePath"]` (Playwright 1.65.2: the
+    server's `ArtifactDispatcher` sends it with the artifact, and the
+    public `Download.path()` waits for the download's end). With it a
+    download past DOWNLOAD_MAX_MB is cancelled as it grows, not once it is
+    whole (plugins/downloads.py). tests/test_seams.py checks that the path
+    is known at the start and grows while the download runs.
+
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
 dispatch read that property, and piece 4 replaced both, so it never ran:
@@ -184,6 +198,7 @@ documents as its models' public API (`Model._meta`, `Model._state`,
 
 from __future__ import annotations
 
+from core.seams.browser import download_file_of
 from core.seams.handler import (
     THREADLESS_PREFIX,
     MiddlewareChain,
@@ -195,7 +210,15 @@ from core.seams.handler import (
 )
 from core.seams.orm import insert_row, take_saved_row
 from core.seams.rest import InlineDispatch, WholeBodyRequest, django_request_of
-from core.seams.server import asyncio_loop_of, bound_request_bodies, bound_request_heads, name_statuses
+from core.seams.server import (
+    STREAMED_HEADER,
+    BodySink,
+    StreamChoice,
+    asyncio_loop_of,
+    bound_request_bodies,
+    bound_request_heads,
+    name_statuses,
+)
 from core.seams.sqlite import run_sqlite_script
 
 __all__ = [
@@ -205,11 +228,15 @@ __all__ = [
     "ThreadlessApiHandler",
     "WholeBodyRequest",
     "asyncio_loop_of",
+    "STREAMED_HEADER",
+    "BodySink",
+    "StreamChoice",
     "bound_request_bodies",
     "bound_request_heads",
     "close_old_connections_off_loop",
     "close_with",
     "django_request_of",
+    "download_file_of",
     "insert_row",
     "keep_request_started_off_api",
     "name_statuses",

@@ -11,27 +11,79 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 
 # --- 6. daphne's request class -----------------------------------------------------------
 
 
-def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
+class BodySink(Protocol):
+    """Where a streamed request's body goes, as it arrives (`stream_bodies`)."""
+
+    limit: int  # the most bytes it takes
+
+    def write(self, data: bytes) -> None: ...
+
+    def finish(self) -> str:
+        """The whole body is in: answers the value the application finds in the marker header."""
+
+    def too_large(self) -> bytes:
+        """The whole answer for a body past `limit` (the sink is aborted first)."""
+
+    def abort(self) -> None:
+        """The body will not be finished: whatever was written goes."""
+
+
+# Chooses, from a request's method, path, headers (lower-case names) and
+# declared length, before its body is read: None (buffered as usual, within
+# MAX_BODY_BYTES), a BodySink (streamed there), or bytes (the whole answer,
+# written at once; the body is never read).
+StreamChoice = Callable[[str, str, dict[str, str], "int | None"], "BodySink | bytes | None"]
+
+
+# The header a streamed request reaches the application with (its sink's `finish()`).
+STREAMED_HEADER = b"penelope-streamed"
+
+
+def bound_request_bodies(refusal: Callable[[str, str, str], bytes], stream: StreamChoice | None = None) -> type:
     """Make daphne build every HTTP request as a subclass of its WebRequest
     that refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE as it arrives:
     `refusal(method, path, what)` gives the whole answer, written before the
-    connection is closed and nothing more of the body is read. Call it before
-    the server runs; answers the class. daphne is imported here, not at the
-    top: Twisted's modules are import-order sensitive (core/serving.py)."""
+    connection is closed and nothing more of the body is read.
+
+    With `stream`, a request it gives a BodySink for has its body written to
+    the sink as it arrives, bounded by the sink's own limit, and reaches the
+    application with an empty body and the sink's `finish()` in the
+    STREAMED_HEADER; a client's own such header is removed from every request, so
+    only the sink sets it. Call it before the server runs; answers the class.
+    daphne is imported here, not at the top: Twisted's modules are
+    import-order sensitive (core/serving.py)."""
     from daphne import http_protocol
 
     class BoundedRequest(http_protocol.WebRequest):
         _body_bytes = 0
         _refused = False
+        _sink: BodySink | None = None
 
         def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
+            self.requestHeaders.removeHeader(STREAMED_HEADER)
+            if stream is not None:
+                method, path = self._request_line()
+                headers = {
+                    name.decode("latin-1").lower(): values[-1].decode("latin-1")
+                    for name, values in self.requestHeaders.getAllRawHeaders()
+                }
+                chosen = stream(method, path, headers, length)
+                if isinstance(chosen, bytes):
+                    self._answer(chosen)
+                    return
+                if chosen is not None:
+                    self._sink = chosen
+                    self.content = io.BytesIO()  # what daphne reads: the body stays in the sink
+                    if length is not None and length > chosen.limit:
+                        self._too_large()
+                    return
             if length is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 self._refuse(f"declared {length} bytes")
                 return
@@ -41,20 +93,49 @@ def bound_request_bodies(refusal: Callable[[str, str, str], bytes]) -> type:
             if self._refused:
                 return
             self._body_bytes += len(data)
+            if self._sink is not None:
+                if self._body_bytes > self._sink.limit:
+                    self._too_large()
+                else:
+                    self._sink.write(data)
+                return
             if self._body_bytes > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 self._refuse(f"more than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes received")
                 return
             super().handleContentChunk(data)
 
-        def _refuse(self, what: str) -> None:
-            self._refused = True
-            self.content = io.BytesIO()  # what Twisted closes at the end of the request
+        def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:  # noqa: N802
+            if self._sink is not None and not self._refused:
+                sink, self._sink = self._sink, None
+                self.requestHeaders.setRawHeaders(STREAMED_HEADER, [sink.finish().encode("latin-1")])
+            super().requestReceived(command, path, version)
+
+        def connectionLost(self, reason: Any) -> None:  # noqa: N802 - Twisted's name
+            if self._sink is not None:  # gone before its body was whole
+                sink, self._sink = self._sink, None
+                sink.abort()
+            super().connectionLost(reason)
+
+        def _request_line(self) -> tuple[str, str]:
             # The request line as the channel parsed it: the request's own
             # `method` and `uri` are set only once the whole body is in.
             method = getattr(self.channel, "_command", b"").decode("latin-1")
             path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
+            return method, path
+
+        def _too_large(self) -> None:
+            sink, self._sink = self._sink, None
+            sink.abort()
+            self._answer(sink.too_large())
+
+        def _refuse(self, what: str) -> None:
+            self._answer(refusal(*self._request_line(), what))
+
+        def _answer(self, answer: bytes) -> None:
+            self._refused = True
+            self.content = io.BytesIO()  # what Twisted closes at the end of the request
             transport = self.channel.transport
-            transport.write(refusal(method, path, what))
+            transport.write(answer)
             transport.loseConnection()  # stops reading: the rest of the body is never received
 
     http_protocol.WebRequest = BoundedRequest

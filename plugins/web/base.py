@@ -16,8 +16,9 @@ from playwright.async_api import Page, Route
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.api import first_line
 from core.shapes import Text
-from plugins.framework import ActionFn, Context, Family, PluginError, first_line
+from plugins.framework import ActionFn, Context, Family, PluginError
 
 log = logging.getLogger("penelope.plugins")
 

@@ -13,8 +13,9 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
+from core.api import first_line
 from core.shapes import Flag, Text
-from plugins.framework import Context, first_line
+from plugins.framework import Context
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, action, wait_for
 

@@ -51,7 +51,30 @@ class Handler(SimpleHTTPRequestHandler):
             self.send_header("Content-Length", "2")
             self.end_headers()
             return self.wfile.write(b"ok")
+        if url.path == "/download":
+            # A file served as a download: `kib` KiB of a pattern, `pause_ms` between
+            # 64 KiB pieces; behind the cookie `need` when asked (else 403).
+            need = query.get("need")
+            if need and f"{need}=" not in self.headers.get("Cookie", ""):
+                return self._send(b"<title>Sign in first</title>", status=403)
+            return self._send_file(query.get("name", "report.csv"), int(query.get("kib", "4")), int(query.get("pause_ms", "0")))
         return super().do_GET()
+
+    def _send_file(self, name: str, kib: int, pause_ms: int):
+        piece = bytes(range(256)) * 256  # 64 KiB
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.send_header("Content-Length", str(kib * 1024))
+        self.end_headers()
+        left = kib * 1024
+        try:
+            while left > 0:
+                self.wfile.write(piece[: min(left, len(piece))])
+                left -= min(left, len(piece))
+                time.sleep(pause_ms / 1000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the browser cancelled it
 
     def _send(self, body: bytes, status: int = 200, content_type: str = "text/html; charset=utf-8"):
         self.send_response(status)

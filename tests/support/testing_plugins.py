@@ -75,6 +75,19 @@ async def media(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
     return {"media": await ctx.put_media(data, content_type="application/octet-stream", filename="blob.bin")}
 
 
+class ExportParams(serializers.Serializer):
+    selector = serializers.CharField(max_length=200)
+    timeout_ms = serializers.IntegerField(min_value=1, max_value=60_000, default=5_000)
+
+
+@family.action("export", params=ExportParams)
+async def export(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Click what starts a download and keep what it brings, as a family's own step would."""
+    async with ctx.expect_download(page, timeout_ms=params["timeout_ms"]) as downloads:
+        await page.click(params["selector"])
+    return {"files": await downloads.store()}
+
+
 class WaitParams(serializers.Serializer):
     ms = serializers.IntegerField(min_value=0, max_value=600_000)
 

@@ -20,6 +20,7 @@ from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
 from jobs.signing import BadSecret, new_secret, signers
+from media_store import uploads
 from penelope_site.settings import secret_key_from, tighten_store
 
 log = logging.getLogger("penelope.worker")
@@ -110,7 +111,7 @@ class Command(BaseCommand):
 
         listened = run_daphne(
             application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
-            page_of=page_of_path,
+            page_of=page_of_path, stream=uploads.choose,
         )
         if not listened:
             raise CommandError(f"Could not listen on {host}:{port}.")

@@ -1,0 +1,15 @@
+"""Seams in Playwright (piece 15; core/seams/__init__.py says what it relies
+on, and why)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def download_file_of(download: Any) -> Path:
+    """The file a running download is written to, from its start: Playwright
+    gives it (`Download.path()`) only once the download has finished, but its
+    artifact knows it from the first byte, in the folder the browser was
+    launched with (`downloads_path`)."""
+    return Path(download._impl_obj._artifact._initializer["absolutePath"])

@@ -1,0 +1,122 @@
+"""Uploads: `POST /api/v1/media` takes a file's raw body and stores it as a
+media file, without ever holding the body in memory.
+
+daphne reads a whole body before the application sees it, and queues it to
+the application in memory; so an upload is decided on its headers alone, as
+they arrive (`choose`, given to the server, core/serving.py): a missing or
+wrong key answers 401, a read key 403, a declared size past UPLOAD_MAX_MB 413,
+and a bad `Content-Type` or `X-Filename` 400, each before a byte of the body
+is read. An accepted body goes to a file of its own under the media folder's
+`incoming/` as it arrives (`Upload`, hashing it on the way), bounded by
+UPLOAD_MAX_MB as it grows; the view (media_store/views.py) then finds the
+file's name, size and SHA-256 in the `Penelope-Streamed` header, which only the
+server sets, and stores it like any other media file (MEDIA_MAX_MB applies,
+and it expires after MEDIA_TTL_S unless a job holds it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import re
+import secrets
+from pathlib import Path
+from urllib.parse import unquote
+
+from django.conf import settings
+
+from core.auth import KEY_REQUIRED, READ, REALM, key_role, read_only
+from core.bounded_http import envelope_answer
+from core.routes import MEDIA
+from core.seams import STREAMED_HEADER
+from media_store.store import MB, incoming_dir, safe_filename
+
+UPLOAD_PATH = f"/api/v1/{MEDIA}"
+# Where the view finds the part the server wrote (a client's own is removed,
+# core/seams/server.py): Django's name for the STREAMED_HEADER.
+MARKER_META = "HTTP_" + STREAMED_HEADER.decode().upper().replace("-", "_")
+CONTENT_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+PART_NAME = re.compile(r"^[0-9a-f]{32}(\.\w{1,10})?$")
+DEFAULT_TYPE = "application/octet-stream"
+
+
+def upload_limit() -> int:
+    return int(settings.UPLOAD_MAX_MB * MB)
+
+
+def content_type_of(headers: dict[str, str]) -> str | None:
+    """The upload's type (without parameters), or None when it is not one."""
+    given = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if not given:
+        return DEFAULT_TYPE
+    return given if len(given) <= 100 and CONTENT_TYPE.match(given) else None
+
+
+def filename_of(headers: dict[str, str]) -> str:
+    """X-Filename, percent-decoded as UTF-8 (a name that is not ASCII comes percent-encoded)."""
+    return safe_filename(unquote(headers.get("x-filename", ""), errors="replace"))
+
+
+class Upload:
+    """One upload's body, written to `incoming/` as it arrives."""
+
+    def __init__(self, content_type: str) -> None:
+        self.limit = upload_limit()
+        self.name = secrets.token_hex(16) + (mimetypes.guess_extension(content_type) or ".bin")
+        self.path = incoming_dir() / self.name
+        self.file = open(self.path, "wb")  # noqa: SIM115 - closed by finish or abort
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+        self.digest.update(data)
+        self.size += len(data)
+
+    def finish(self) -> str:
+        self.file.close()
+        return f"{self.name} {self.size} {self.digest.hexdigest()}"
+
+    def abort(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
+
+    def too_large(self) -> bytes:
+        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None)
+
+
+def too_large_sentence() -> str:
+    return f"The file is larger than the worker takes (UPLOAD_MAX_MB, {settings.UPLOAD_MAX_MB:g} MB)."
+
+
+def choose(method: str, path: str, headers: dict[str, str], length: int | None) -> Upload | bytes | None:
+    """The server's choice for a request, from its headers (core/seams/server.py,
+    `bound_request_bodies`): an Upload for a POST to the media route that may
+    upload, the whole refusal for one that may not, None for any other request."""
+    if method != "POST" or path.rstrip("/") != UPLOAD_PATH:
+        return None
+    role = key_role(headers.get("authorization", ""))
+    if role is None:
+        return envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM})
+    if role == READ:
+        return envelope_answer(b"403 Forbidden", read_only("uploading a file"), None)
+    if length is not None and length > upload_limit():
+        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None)
+    content_type = content_type_of(headers)
+    if content_type is None:
+        return envelope_answer(
+            b"400 Bad Request", "Content-Type must be a media type (type/subtype), the file's own.", None
+        )
+    return Upload(content_type)
+
+
+def received(value: str) -> tuple[Path, int, str] | None:
+    """The part the server wrote for a request (`Penelope-Upload`): its path,
+    size and SHA-256, or None when the request carries none."""
+    try:
+        name, size, digest = value.split(" ")
+    except ValueError:
+        return None
+    if not PART_NAME.match(name):
+        return None
+    return incoming_dir() / name, int(size), digest
