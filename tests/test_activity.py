@@ -151,7 +151,13 @@ def test_a_download_whose_client_closes_at_its_last_byte_is_logged_with_its_stat
     # The stream still claims the link after its last byte, when curl may be gone.
     for _ in range(3):
         url = api.get("/main/plugin/testing/media", params={"size": 2_000_000}).json()["media"]["url"]
-        rows = logged_between(worker, api, lambda url=url: curl_download(worker, url))
+
+        def download(url: str = url) -> None:
+            curl_download(worker, url)
+            # curl has every byte before the stream has ended on the worker: wait for its row.
+            wait_until(lambda: activity(api)["requests_in_flight"] == 0, timeout=10, what="the download to end")
+
+        rows = logged_between(worker, api, download)
         assert [(row["route"], row["status"]) for row in rows] == [("media/{token}", 200)]
 
 
