@@ -155,6 +155,12 @@ def safe_filename(given: str, fallback: str = "upload") -> str:
     return name[:MAX_FILENAME] or fallback
 
 
+def hold_unheld(tokens: Iterable[str], *, holder: str, until: float) -> int:
+    """`hold`, but only for files no holder keeps yet: a file another job
+    holds (its result's) stays that job's, to go when it goes."""
+    return MediaFile.objects.filter(token__in=list(tokens), holder__isnull=True).update(holder=holder, held_until=until)
+
+
 def hold(tokens: Iterable[str], *, holder: str, until: float) -> int:
     """Keep these files, and their links, for `holder` until `until`."""
     return MediaFile.objects.filter(token__in=list(tokens)).update(holder=holder, held_until=until)

@@ -200,3 +200,21 @@ def test_web_upload_refuses_what_it_cannot_do_and_sets_nothing(worker, site):
         expression="() => ['one', 'many', 'hidden'].map((id) => document.getElementById(id).files.length)",
     )
     assert counts.json()["value"] == [0, 0, 0]
+
+
+def test_a_jobs_upload_does_not_take_a_file_another_job_holds(worker, site):
+    with worker.client() as client:
+
+        def job(route: str, **params) -> dict:
+            started = client.post(f"/main/plugin/{route}", json=params, headers={"X-Result-Ttl": "60"})
+            assert started.status_code == 202, started.text
+            return client.get(f"/jobs/{started.json()['job_id']}", params={"wait": 30}).json()
+
+        first = job("testing/media", size=1000)
+        link = first["result"]["media"]["url"]
+        call(worker, "open", url=f"{site.url}/upload.html")
+        second = job("web/upload", selector="#one", files=[link])
+        assert second["state"] == "done", second
+        assert client.delete(f"/jobs/{second['job_id']}").status_code == 204  # forgotten: its files go
+        kept = client.get(link.removeprefix("/api/v1"))
+        assert kept.status_code == 200 and len(kept.content) == 1000  # the first job's file stayed its own

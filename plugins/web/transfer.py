@@ -13,6 +13,7 @@ call: the links stay until the page's next upload, or the worker's next start.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -96,7 +97,7 @@ async def upload(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
     except PlaywrightTimeoutError:
         raise PluginError(404, f"Nothing on the page matches {params['selector']!r}.") from None
     element = await first_match(page, params["selector"])
-    paths = await on_db_thread(link_files)(ctx.page_id, items)
+    paths = await asyncio.to_thread(link_files, ctx.page_id, items)  # files only: not the database thread's work
     try:
         if await element.evaluate(IS_FILE_INPUT_JS):
             await element.set_input_files(paths, timeout=timeout)
@@ -118,7 +119,7 @@ async def upload(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
         raise PluginError(400, f"The files could not be set: {first_line(error.message)}") from None
     if ctx.media_holder is not None:  # a job's: the files stay as long as the job holds its own
         tokens = [item.token for item in items]
-        await on_db_thread(store.hold)(tokens, holder=ctx.media_holder, until=ctx.media_held_until)
+        await on_db_thread(store.hold_unheld)(tokens, holder=ctx.media_holder, until=ctx.media_held_until)
         ctx.media_tokens += tokens
     return {"files": [{"url": f"{MEDIA_PREFIX}{item.token}", "filename": item.filename, "size": item.size,
                        "content_type": item.content_type} for item in items]}  # fmt: skip
