@@ -15,6 +15,8 @@ KIND_JOB = "job"
 # What happened to the browser: a relaunch (with its time to recover), a
 # relaunch that failed, a page's crashed renderer. Never counted as work.
 KIND_BROWSER = "browser"
+# A CDP connection's opening, its refused messages and its close (cdp/hub.py).
+KIND_CDP = "cdp"
 # The route of a plugin call, whatever its page: the workload groups by it.
 PLUGIN_ROUTE_PREFIX = f"{PLUGIN}/"
 
@@ -38,7 +40,7 @@ class RequestLogQuerySet(models.QuerySet):
 
 class RequestLogEntry(models.Model):
     started_at = models.FloatField(db_index=True)  # epoch seconds
-    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job" or "browser"
+    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job", "browser" or "cdp"
     method = models.CharField(max_length=10)
     # `plugin/<family>/<action>`, `primitive/<name>`, or the URL pattern under
     # /api/v1/ (e.g. `{page_id}/lease`); see docs/reference/API.md.

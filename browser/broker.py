@@ -76,6 +76,9 @@ class Opener(Protocol):
     def drop(self, page: ManagedPage) -> None:
         """Forget a reserved page whose tab could not be opened."""
 
+    def room(self) -> int:
+        """How many more tabs MAX_PAGES allows now."""
+
 
 class Broker:
     def __init__(self, registry: Opener) -> None:
@@ -247,6 +250,10 @@ class Broker:
         if self.handed.pop(page.name, None) is not None:  # handed, not yet claimed: its claim finds it closed
             page.held = False
 
+    def room_freed(self) -> None:
+        """A tab outside the pages closed (a CDP client's): waiters on `any` may get a pool page."""
+        self._open_for_any()
+
     def busy_error(self, target: str) -> PageBusy:
         """The 409 of a wait for `target` that ran out."""
         if target == ANY:
@@ -336,7 +343,7 @@ class Broker:
         page is busy or leased and MAX_PAGES are open."""
         page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
         if page is None:
-            if len(self.pages) >= settings.MAX_PAGES:
+            if self.registry.room() <= 0:
                 return None
             page = self.registry.reserve(next_pool_name(self.pages))
             try:
@@ -350,7 +357,7 @@ class Broker:
 
     def _open_for_any(self) -> None:
         """Open pool pages for the waiters on `any` while there is room."""
-        while len(self.any_line) > self._opening_for_any and len(self.pages) < settings.MAX_PAGES:
+        while len(self.any_line) > self._opening_for_any and self.registry.room() > 0:
             page = self.registry.reserve(next_pool_name(self.pages))
             self._opening_for_any += 1
             self.registry.tasks.spawn(self._opened_for_any(page), about=f"opening page {page.name} for a waiter on any")

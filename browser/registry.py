@@ -37,6 +37,9 @@ class PageRegistry:
         self.tasks = tasks or Tasks()
         self.browser: Browser | None = None
         self.pages: dict[str, ManagedPage] = {}
+        # Tabs open outside the pages, by target id: those CDP clients opened
+        # (cdp/bridge.py). They count against MAX_PAGES as pages do.
+        self.foreign_tabs: set[str] = set()
         self.broker = Broker(self)
         # One memory purge of these pages at a time (browser/purge.py).
         self.purging = asyncio.Lock()
@@ -120,7 +123,7 @@ class PageRegistry:
         validate_page_id(page_id)
         if page_id in self.pages:
             raise PageAlreadyOpen(f"Page {page_id} is already open.", page_id)
-        if len(self.pages) >= settings.MAX_PAGES:
+        if self.room() <= 0:
             raise TooManyPages(
                 f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id
             )
@@ -136,6 +139,18 @@ class PageRegistry:
         page.held = False
         self.broker.offer(page)  # a new page is free: a waiter on `any` may take it
         return page
+
+    def room(self) -> int:
+        """How many more tabs MAX_PAGES allows now: pages and CDP clients' tabs count."""
+        return settings.MAX_PAGES - len(self.pages) - len(self.foreign_tabs)
+
+    def hold_tab(self, target_id: str) -> None:
+        self.foreign_tabs.add(target_id)
+
+    def free_tab(self, target_id: str) -> None:
+        if target_id in self.foreign_tabs:
+            self.foreign_tabs.discard(target_id)
+            self.broker.room_freed()
 
     def reserve(self, page_id: str) -> ManagedPage:
         """The page under its name before its tab exists: the name taken

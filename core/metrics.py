@@ -99,6 +99,12 @@ job_retries = Counter(
     "penelope_job_retries", "Job attempts that ended transient with attempts left (X-Retry), by status.", ["status"],
     registry=registry,
 )
+cdp_connections = Counter(
+    "penelope_cdp_connections", "CDP connections (/cdp/<token>) opened and closed, by event.", ["event"], registry=registry,
+)
+cdp_refusals = Counter(
+    "penelope_cdp_refused", "CDP messages the worker refused a client (cdp/policy.py), by method.", ["method"], registry=registry,
+)
 page_crashes = Counter("penelope_page_crashes", "Page renderers that crashed (each page reopened before its next call).", registry=registry)
 # Schedules (schedules/): each fire ends one of four ways.
 schedule_fires = Counter("penelope_schedule_fires", "Schedule fires that started their job.", registry=registry)
@@ -193,6 +199,16 @@ def browser_relaunched(cause: str, seconds: float) -> None:
 def page_crashed() -> None:
     if ENABLED:
         page_crashes.inc()
+
+
+def cdp_connection(event: str) -> None:
+    if ENABLED:
+        cdp_connections.labels(event).inc()
+
+
+def cdp_refused(method: str) -> None:
+    if ENABLED:
+        cdp_refusals.labels(method[:64]).inc()
 
 
 class Scrape:

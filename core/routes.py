@@ -33,3 +33,4 @@ LEASE = "lease"
 PLUGIN = "plugin"
 PRIMITIVE = "primitive"
 LIVE = "live"  # /api/v1/<page_id>/live: links to a page's live view (live/)
+CDP = "cdp"  # /api/v1/<page_id>/cdp: a token for a CDP client on a leased page (cdp/)

@@ -1,6 +1,6 @@
 """The ASGI application daphne serves: HTTP through Django (the API, the
 admin, the demo site), WebSockets through channels (the event stream, the
-live view of a page). `serve` builds it around its runtime, which every
+live view of a page, CDP clients). `serve` builds it around its runtime, which every
 request and socket finds in its scope (core/runtime.py)."""
 
 import os
@@ -22,6 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from cdp.sockets import CdpSocket  # noqa: E402
 from core.runtime import with_runtime  # noqa: E402
 from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402
@@ -44,6 +45,7 @@ def build_application(runtime: object) -> object:
                 [
                     path("api/v1/events", EventStream.as_asgi()),
                     path("live/<str:token>/ws", LiveSocket.as_asgi()),
+                    path("cdp/<str:token>", CdpSocket.as_asgi()),
                     re_path(r"", NoSocket.as_asgi()),
                 ]
             ),

@@ -260,6 +260,7 @@ INSTALLED_APPS = [
     "jobs",
     "schedules",
     "live",
+    "cdp",
     "worker",
     "demo_site",
 ]

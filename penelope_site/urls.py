@@ -14,6 +14,7 @@ from django.urls import include, path, re_path
 from activity.metrics import MetricsView
 from activity.views import ActivityView, HealthView, WorkloadView
 from browser.views import Lease, PageDetail, Pages, Purge
+from cdp.views import PageCdp
 from core.api import API_PREFIX, internal_error
 from core.db_thread import on_db_thread
 from core.rest import NoRoute, error_response
@@ -50,6 +51,7 @@ urlpatterns = [
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
     path(api + "<str:page_id>/live", PageLive.as_view(), name="live"),
+    path(api + "<str:page_id>/cdp", PageCdp.as_view(), name="cdp"),
     path(api + "<str:page_id>/plugin/<str:family>/<str:action>", PluginCall.as_view(jobs=JobStart()), name="plugin"),
     path(api + "<str:page_id>/primitive/<str:name>", PrimitiveCall.as_view(), name="primitive"),
     re_path(r"^api/v1/", NoRoute.as_view(), name="no_route"),

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from activity.log import RequestLog
 from browser.registry import PageRegistry
 from browser.runner import Browser
+from cdp.hub import CdpHub
 from core.events import Bus, Event, OnEvent
 from core.loops import Loop
 from core.tasks import Tasks
@@ -51,6 +52,8 @@ class Runtime:
         self.links = Links(self.pages)
         self.casts = Casts(self.tasks)
         self.questions = Questions(self.links, self.casts)
+        # CDP clients on leased pages: their tokens, and the one session they share.
+        self.cdp = CdpHub(self.pages, self.request_log)
         # One-shot media links being downloaded now (media_store/views.py).
         self.downloading: set[str] = set()
         # The demo site's sign-in codes not used yet (demo_site/sign_in.py).
@@ -64,7 +67,7 @@ class Runtime:
         # Long-running coroutines (e.g. the webhook deliverer), started after the browser.
         self.services: list[Callable[[], Awaitable[object]]] = []
         # In-process listeners of the bus (kinds, callback): subscribed while the runtime runs.
-        self.listeners: list[tuple[tuple[Event, ...], OnEvent]] = []
+        self.listeners: list[tuple[tuple[Event, ...], OnEvent]] = [(CdpHub.HEARS, self.cdp.on_event)]
         self._unsubscribe: list[Callable[[], None]] = []
         # Run first at a stop, while the browser is still open.
         self.shutdown_steps: list[Callable[[], Awaitable[object]]] = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from django.conf import settings
+
 from browser.broker import Broker
 from browser.pages import ManagedPage
 from core.tasks import Tasks
@@ -32,6 +34,9 @@ class Pages:
             del self.pages[page.name]
         page.closed = True
         self.broker.closed(page)
+
+    def room(self) -> int:
+        return settings.MAX_PAGES - len(self.pages)
 
     def close(self, name: str) -> None:
         """Close a page, whoever holds it or waits for it (the broker answers its waiters)."""

@@ -1,0 +1,496 @@
+"""One CDP client's view of the persona's browser: its leased page, the tabs
+it opens, and nothing else.
+
+The client speaks the flat protocol, as Playwright's `connect_over_cdp` and
+Puppeteer's `connect` do: one connection, messages to a target carry its
+`sessionId`. The bridge answers the browser-level part itself, from what it
+may show (`Target.setAutoAttach`, `Target.getTargets`, `Target.createTarget`
+...), and passes a session's messages through the mux (cdp/mux.py) into the
+nested session it attached for that target. Session ids the client sees are
+Chromium's own, but only those the bridge attached for it route anywhere.
+
+Puppeteer attaches to tab targets and finds each page inside its tab; the
+bridge shows it a tab of its own making around each page it owns (`Tab`),
+so no real tab target, which would reach past the page, is ever attached.
+
+Every message first passes the policy (cdp/policy.py); what is refused is
+answered as a CDP error and never reaches Chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from playwright.async_api import Error as PlaywrightError
+
+from cdp.mux import Mux
+from cdp.policy import NOT_APPLIED, allows, refusal
+
+log = logging.getLogger("penelope.cdp")
+
+SERVER_ERROR, NO_SESSION = -32000, -32001
+# Methods the bridge answers at the browser level; the rest is refused there.
+BROWSER_PASS = frozenset({"Browser.getVersion", "SystemInfo.getInfo", "Browser.getBrowserCommandLine"})
+CONTEXT_CALLS = frozenset({
+    "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
+    "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
+})
+SESSION_TARGET_CALLS = frozenset({"Target.setAutoAttach", "Target.detachFromTarget", "Target.getTargetInfo"})
+
+
+class Refused(Exception):
+    """A client's message that is answered with an error, not passed on."""
+
+    def __init__(self, message: str, code: int = SERVER_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TabBudget(Protocol):
+    """The worker's count of tabs against MAX_PAGES (browser/registry.py)."""
+
+    def room(self) -> int: ...
+
+    def hold_tab(self, target_id: str) -> None: ...
+
+    def free_tab(self, target_id: str) -> None: ...
+
+
+@dataclass
+class Tab:
+    """The tab target shown around one of the client's pages."""
+
+    id: str
+    page: str  # the page target's id
+    session: str | None = None  # its session, once attached
+
+
+class Bridge:
+    def __init__(
+        self, mux: Mux, home: str, *, out: Callable[[str], None], budget: TabBudget,
+        refused: Callable[[str], None] | None = None, page_name: str = "",
+    ) -> None:
+        self.mux = mux
+        self.home = home  # the leased page's target id
+        self.out = out  # sends one message to the client, in order
+        self.budget = budget  # the tabs MAX_PAGES allows: the client's count with the pages
+        self.on_refused = refused
+        self.page_name = page_name
+        self.tabs: dict[str, Tab] = {home: Tab(_fake_id(), home)}  # page target id: its tab
+        self.own_tabs: set[str] = set()  # the pages it opened: closed at its end
+        self.routes: dict[str, list[str]] = {}  # session id: nested sessions from the mux's
+        self.attached: dict[str, str] = {}  # page target id: its session at the browser level
+        self.tab_sessions: dict[str, Tab] = {}
+        self.auto_attach: list | None = None  # the client's filter, while it auto-attaches
+        self.discover: list | None = None
+        self.wrappers: dict[int, tuple[int, str]] = {}  # our envelope's id: the client's (id, session)
+        self.envelope_ids = itertools.count(-1, -1)
+        self.ended = False
+        self.gone: Callable[[str], None] | None = None  # told when the browser goes under it
+        mux.bridges.add(self)
+
+    # --- from the client -------------------------------------------------------------
+
+    async def receive(self, text: str) -> None:
+        try:
+            message = json.loads(text)
+            call_id, method = message["id"], message["method"]
+            if not isinstance(call_id, int) or not isinstance(method, str):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            self._send({"id": _id_of(text), "error": {"code": -32700, "message": "A CDP message is a JSON object with an id and a method."}})
+            return
+        params = message.get("params") or {}
+        session_id = message.get("sessionId")
+        try:
+            if not isinstance(params, dict):
+                raise Refused("params must be an object.", -32602)
+            why = refusal(method, params)
+            if why is not None:
+                if self.on_refused is not None:
+                    self.on_refused(method)
+                raise Refused(f"{method} is refused: {why}.")
+            if session_id is None:
+                self._answer(call_id, None, await self._browser_call(method, params))
+            elif session_id in self.tab_sessions:
+                self._answer(call_id, session_id, await self._tab_call(self.tab_sessions[session_id], method, params))
+            else:
+                self._session_call(call_id, session_id, method, params)
+        except Refused as error:
+            self._fail(call_id, session_id, str(error), error.code)
+        except PlaywrightError as error:
+            self._fail(call_id, session_id, _chromium_message(error))
+
+    async def _browser_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method in NOT_APPLIED:
+            return {}
+        if method in BROWSER_PASS:
+            return await self.mux.call(method, params)
+        if method in CONTEXT_CALLS:
+            self._own_context(params)
+            return await self.mux.call(method, params)
+        handler = BROWSER_CALLS.get(method)
+        if handler is None:
+            raise Refused(
+                f"{method} is not offered at the browser level: a CDP client drives its own pages; "
+                "send it with a page's sessionId."
+            )
+        return await handler(self, params)
+
+    def _own_context(self, params: dict[str, Any]) -> None:
+        context = params.get("browserContextId")
+        if context not in (None, "", self.mux.default_context_id):
+            raise Refused("Only the persona's browser context is offered.")
+
+    async def _set_auto_attach(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("autoAttach") and not params.get("flatten"):
+            raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
+        self.auto_attach = (params.get("filter") or None, ) if params.get("autoAttach") else None
+        if self.auto_attach is not None:
+            for page in list(self.tabs):
+                await self._announce(page)
+        return {}
+
+    async def _set_discover(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.discover = (params.get("filter") or None, ) if params.get("discover") else None
+        if self.discover is not None:
+            for page in list(self.tabs):
+                for info in await self._infos(page):
+                    if allows(self.discover[0], info["type"]):
+                        self._event("Target.targetCreated", {"targetInfo": info})
+        return {}
+
+    async def _get_targets(self, params: dict[str, Any]) -> dict[str, Any]:
+        infos = []
+        for page in list(self.tabs):
+            infos += await self._infos(page)
+        return {"targetInfos": [info for info in infos if allows(params.get("filter"), info["type"])]}
+
+    async def _get_target_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        target = params.get("targetId")
+        if target is None:
+            return await self.mux.call("Target.getTargetInfo", {})
+        return {"targetInfo": await self._info_of(target)}
+
+    async def _create_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._own_context(params)
+        if self.budget.room() <= 0:
+            raise Refused("Every page MAX_PAGES allows is open: close a tab first.")
+        passed = {key: params[key] for key in ("url", "width", "height", "background", "newWindow", "forTab") if key in params}
+        created = await self.mux.call("Target.createTarget", passed)
+        self._adopt(created["targetId"], own=True)
+        if self.auto_attach is not None:
+            await self._announce(created["targetId"])
+        return created
+
+    async def _close_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        target = self._page_of(params.get("targetId"))
+        if target == self.home:
+            raise Refused(f"Page {self.page_name} is the worker's: release its lease instead of closing it.")
+        return await self.mux.call("Target.closeTarget", {"targetId": target})
+
+    async def _activate_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.mux.call("Target.activateTarget", {"targetId": self._page_of(params.get("targetId"))})
+
+    async def _attach_to_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not params.get("flatten"):
+            raise Refused("Only the flat protocol is offered: Target.attachToTarget with flatten: true.")
+        target = params.get("targetId")
+        tab = next((tab for tab in self.tabs.values() if tab.id == target), None)
+        if tab is not None:
+            return {"sessionId": self._attach_tab(tab)}
+        page = self._page_of(target)
+        session_id = await self._attach_page(page, parent=None)
+        return {"sessionId": session_id}
+
+    async def _detach_from_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = params.get("sessionId")
+        if session_id in self.tab_sessions:
+            tab = self.tab_sessions.pop(session_id)
+            tab.session = None
+            self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": tab.id})
+            return {}
+        if session_id not in self.routes or len(self.routes[session_id]) != 1:
+            raise Refused("No session with that id is attached at the browser level.", NO_SESSION)
+        self.mux.detach(session_id)
+        self.detached(session_id)
+        return {}
+
+    async def _get_browser_contexts(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"browserContextIds": [], "defaultBrowserContextId": self.mux.default_context_id}
+
+    async def _get_window_for_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.mux.call("Browser.getWindowForTarget", {"targetId": self._page_of(params.get("targetId") or self.home)})
+
+    async def _tab_call(self, tab: Tab, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A message to a tab the bridge shows: only what finds its page."""
+        if method == "Target.setAutoAttach":
+            if params.get("autoAttach"):
+                if not params.get("flatten"):
+                    raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
+                if tab.page not in self.attached:
+                    await self._attach_page(tab.page, parent=tab.session)
+            return {}
+        if method == "Runtime.runIfWaitingForDebugger":
+            return {}
+        if method == "Target.getTargetInfo":
+            return {"targetInfo": await self._tab_info(tab)}
+        raise Refused(f"{method} is not offered on a tab: send it to the page inside it.")
+
+    def _session_call(self, call_id: int, session_id: str, method: str, params: dict[str, Any]) -> None:
+        route = self.routes.get(session_id)
+        if route is None:
+            raise Refused(f"Session with given id not found: {session_id}", NO_SESSION)
+        if method.startswith("Target."):
+            if method not in SESSION_TARGET_CALLS:
+                raise Refused(f"{method} is not offered inside a page's session.")
+            if method == "Target.setAutoAttach":
+                params = {**params, "flatten": False}  # nested below the page too: the mux routes nothing flat
+            elif method == "Target.detachFromTarget" and params.get("sessionId") not in self.routes:
+                raise Refused("No session with that id is attached here.", NO_SESSION)
+            elif method == "Target.getTargetInfo" and params.get("targetId") not in (None, *self.tabs):
+                raise Refused("No target with that id is the client's.")
+        message = json.dumps({"id": call_id, "method": method, "params": params})
+        for inner in reversed(route[1:]):
+            envelope = next(self.envelope_ids)
+            self.wrappers[envelope] = (call_id, session_id)
+            message = json.dumps(
+                {"id": envelope, "method": "Target.sendMessageToTarget", "params": {"sessionId": inner, "message": message}}
+            )
+        self.mux.post(route[0], message, lambda why: self._fail(call_id, session_id, why))
+
+    # --- from Chromium, through the mux ---------------------------------------------------
+
+    def from_target(self, session_id: str, text: str) -> None:
+        """A message of a session the bridge attached: to the client, with the
+        session's id. Answers and most events pass as text, unparsed."""
+        if self.ended:
+            return
+        if text.startswith('{"method":"Target.') or text.startswith('{"id":-') or not text.startswith(('{"id":', '{"method":')):
+            self._special(session_id, json.loads(text))
+            return
+        self.out(f'{text[:-1]},"sessionId":"{session_id}"}}')
+
+    def _special(self, session_id: str, message: dict[str, Any]) -> None:
+        call_id = message.get("id")
+        if isinstance(call_id, int) and call_id < 0:  # the answer to one of our envelopes
+            held = self.wrappers.pop(call_id, None)
+            if held is not None and "error" in message:
+                self._fail(*held, message["error"].get("message", "The session is gone."))
+            return
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "Target.receivedMessageFromTarget":
+            child = params.get("sessionId")
+            if child in self.routes:
+                self.from_target(child, params.get("message", "{}"))
+            return
+        if method == "Target.attachedToTarget" and session_id in self.routes:
+            self.routes[params["sessionId"]] = [*self.routes[session_id], params["sessionId"]]
+        elif method == "Target.detachedFromTarget":
+            self._forget(params.get("sessionId", ""))
+        message["sessionId"] = session_id
+        self._send(message)
+
+    def detached(self, session_id: str) -> None:
+        """A session at the top of a route ended (its target closed, or we detached it)."""
+        self._forget(session_id)
+        page = next((page for page, held in self.attached.items() if held == session_id), None)
+        if page is None:
+            return
+        del self.attached[page]
+        tab = self.tabs.get(page)
+        parent = tab.session if tab is not None else None
+        self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": page}, parent)
+
+    def _forget(self, session_id: str) -> None:
+        for held in [held for held, route in self.routes.items() if session_id in route]:
+            del self.routes[held]
+
+    def target_news(self, method: str, params: dict[str, Any]) -> None:
+        info = params.get("targetInfo") or {}
+        target = params.get("targetId") or info.get("targetId")
+        if method == "Target.targetCreated" and info.get("openerId") in self.tabs and info.get("type") == "page":
+            self._popup(info)
+            return
+        if target not in self.tabs or self.ended:
+            return
+        tab = self.tabs[target]
+        if target == self.home and method in ("Target.targetDestroyed", "Target.targetCrashed"):
+            self.browser_gone("The page's tab went (closed, crashed, or the browser went); take a new token.")
+        if method == "Target.targetDestroyed":
+            self._drop(target)
+        if self.discover is None:
+            return
+        if allows(self.discover[0], "page"):
+            self._event(method, params)
+        if method == "Target.targetDestroyed" and allows(self.discover[0], "tab"):
+            self._event(method, {"targetId": tab.id})
+
+    def _popup(self, info: dict[str, Any]) -> None:
+        """A page one of the client's pages opened is the client's too, and
+        counts as one of its tabs; past MAX_PAGES it is closed at once."""
+        if self.budget.room() <= 0:
+            self.mux.post_quietly("Target.closeTarget", {"targetId": info["targetId"]})
+            return
+        self._adopt(info["targetId"], own=True)
+        if self.discover is not None and allows(self.discover[0], "page"):
+            self._event("Target.targetCreated", {"targetInfo": info})
+        if self.auto_attach is not None:
+            asyncio.ensure_future(self._announce_quietly(info["targetId"]))
+
+    def browser_gone(self, why: str = "The persona's browser went; the worker launches it again.") -> None:
+        if self.gone is not None:
+            self.gone(why)
+
+    # --- targets ---------------------------------------------------------------------
+
+    def _adopt(self, page: str, *, own: bool) -> None:
+        self.tabs.setdefault(page, Tab(_fake_id(), page))
+        if own:
+            self.own_tabs.add(page)
+            self.budget.hold_tab(page)
+
+    def _drop(self, page: str) -> None:
+        tab = self.tabs.pop(page, None)
+        self.own_tabs.discard(page)
+        self.budget.free_tab(page)
+        if tab is not None and tab.session is not None:
+            self.tab_sessions.pop(tab.session, None)
+            self._event("Target.detachedFromTarget", {"sessionId": tab.session, "targetId": tab.id})
+
+    def _page_of(self, target: Any) -> str:
+        if target in self.tabs:
+            return target
+        tab = next((tab for tab in self.tabs.values() if tab.id == target), None)
+        if tab is None:
+            raise Refused("No target with that id is the client's: it sees its leased page and the tabs it opened.")
+        return tab.page
+
+    async def _announce(self, page: str) -> None:
+        """Tell the auto-attaching client of `page`: its tab, when the client
+        asked for tabs (Puppeteer), else the page itself (Playwright)."""
+        wanted = self.auto_attach[0] if self.auto_attach else None
+        tab = self.tabs.get(page)
+        if tab is None:
+            return
+        if allows(wanted, "tab"):
+            if tab.session is None:
+                self._attach_tab(tab)
+        elif allows(wanted, "page") and page not in self.attached:
+            await self._attach_page(page, parent=None)
+
+    async def _announce_quietly(self, page: str) -> None:
+        try:
+            await self._announce(page)
+        except PlaywrightError as error:
+            log.debug("a CDP client's new page %s was not attached: %s", page, error)
+
+    def _attach_tab(self, tab: Tab) -> str:
+        tab.session = _fake_id()
+        self.tab_sessions[tab.session] = tab
+        info = {"targetId": tab.id, "type": "tab", "title": "", "url": "", "attached": True,
+                "canAccessOpener": False, "browserContextId": self.mux.default_context_id}
+        self._event("Target.attachedToTarget", {"sessionId": tab.session, "targetInfo": info, "waitingForDebugger": False})
+        return tab.session
+
+    async def _attach_page(self, page: str, *, parent: str | None) -> str:
+        session_id = await self.mux.attach(page, self)
+        if self.ended:
+            self.mux.detach(session_id)
+            raise Refused("The connection is closing.")
+        self.routes[session_id] = [session_id]
+        self.attached[page] = session_id
+        info = {**await self._info_of(page), "attached": True}
+        self._event("Target.attachedToTarget", {"sessionId": session_id, "targetInfo": info, "waitingForDebugger": False}, parent)
+        return session_id
+
+    async def _info_of(self, target: Any) -> dict[str, Any]:
+        page = self._page_of(target)
+        if target != page:
+            return await self._tab_info(self.tabs[page])
+        return (await self.mux.call("Target.getTargetInfo", {"targetId": page}))["targetInfo"]
+
+    async def _tab_info(self, tab: Tab) -> dict[str, Any]:
+        page = await self._info_of(tab.page)
+        return {**page, "targetId": tab.id, "type": "tab", "attached": tab.session is not None}
+
+    async def _infos(self, page: str) -> list[dict[str, Any]]:
+        tab = self.tabs[page]
+        info = await self._info_of(page)
+        return [{**info, "targetId": tab.id, "type": "tab", "attached": tab.session is not None}, info]
+
+    # --- the end ---------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """The client went, or its lease or token ended: its sessions are
+        detached (Chromium undoes what they set on the page) and the tabs it
+        opened are closed."""
+        if self.ended:
+            return
+        self.ended = True
+        self.mux.bridges.discard(self)
+        for session_id in [session_id for session_id, route in self.routes.items() if len(route) == 1]:
+            self.mux.detach(session_id)
+        for page in list(self.own_tabs):
+            if not self.mux.closed:
+                try:
+                    await self.mux.call("Target.closeTarget", {"targetId": page})
+                except PlaywrightError as error:
+                    log.debug("closing a CDP client's tab %s: %s", page, error)
+            self.budget.free_tab(page)
+        self.own_tabs.clear()
+
+    # --- to the client ---------------------------------------------------------------
+
+    def _answer(self, call_id: int, session_id: str | None, result: dict[str, Any]) -> None:
+        self._send({"id": call_id, "result": result, **({"sessionId": session_id} if session_id else {})})
+
+    def _fail(self, call_id: int, session_id: str | None, message: str, code: int = SERVER_ERROR) -> None:
+        self._send({"id": call_id, "error": {"code": code, "message": message}, **({"sessionId": session_id} if session_id else {})})
+
+    def _event(self, method: str, params: dict[str, Any], session_id: str | None = None) -> None:
+        self._send({"method": method, "params": params, **({"sessionId": session_id} if session_id else {})})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if not self.ended:
+            self.out(json.dumps(message))
+
+
+BROWSER_CALLS = {
+    "Target.setAutoAttach": Bridge._set_auto_attach,
+    "Target.setDiscoverTargets": Bridge._set_discover,
+    "Target.getTargets": Bridge._get_targets,
+    "Target.getTargetInfo": Bridge._get_target_info,
+    "Target.createTarget": Bridge._create_target,
+    "Target.closeTarget": Bridge._close_target,
+    "Target.activateTarget": Bridge._activate_target,
+    "Target.attachToTarget": Bridge._attach_to_target,
+    "Target.detachFromTarget": Bridge._detach_from_target,
+    "Target.getBrowserContexts": Bridge._get_browser_contexts,
+    "Browser.getWindowForTarget": Bridge._get_window_for_target,
+}
+
+
+def _fake_id() -> str:
+    return secrets.token_hex(16).upper()
+
+
+def _id_of(text: str) -> int:
+    try:
+        call_id = json.loads(text).get("id")
+    except (ValueError, AttributeError):
+        return 0
+    return call_id if isinstance(call_id, int) else 0
+
+
+def _chromium_message(error: PlaywrightError) -> str:
+    """Chromium's own words from Playwright's error ("Protocol error (X): words")."""
+    first = str(error).splitlines()[0]
+    return first.split("): ", 1)[-1] if "): " in first else first

@@ -1,0 +1,80 @@
+"""What a CDP client may not ask of the persona's browser, and why.
+
+A client connected at `/cdp/<token>` drives its leased page and the tabs it
+opens. Every message it sends passes `refusal()` first; a refused one is
+answered with a CDP error naming the reason and never reaches Chromium.
+docs/guides/BRING_YOUR_OWN_SCRIPT.md lists the same rules for users.
+
+Other targets are kept out by the bridge itself (cdp/bridge.py): the client
+only ever holds sessions the bridge attached for it, so a message for any
+other page has nowhere to go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+# Methods refused wherever they are sent, with the reason the client reads.
+REFUSED = {
+    "Browser.close": "the browser is the persona's, not the client's: disconnect instead",
+    "Browser.crash": "the browser is the persona's, not the client's: disconnect instead",
+    "Browser.crashGpuProcess": "the browser is the persona's, not the client's",
+    "Browser.executeBrowserCommand": "browser commands act on every tab of the persona",
+    "Page.setDownloadBehavior": "downloads go to the worker's own folder; a client does not choose a path on its host",
+    "DOM.setFileInputFiles": (
+        "it reads files from the worker's host; give the file's bytes instead "
+        "(Playwright's set_input_files with a buffer, or web/upload with POST /api/v1/media)"
+    ),
+    "Target.createBrowserContext": "a new context could carry a proxy of its own; open tabs in the persona's context",
+    "Target.disposeBrowserContext": "the persona's context is the worker's",
+    "Target.attachToBrowserTarget": "the browser target would reach every page of the persona",
+    "Target.exposeDevToolsProtocol": "it would hand the page a CDP channel outside the worker's rules",
+    "Target.setRemoteLocations": "the browser's discovery settings are the worker's",
+    "Target.sendMessageToTarget": "the flat protocol only: send with a sessionId",
+    "Security.setIgnoreCertificateErrors": "it would turn certificate checks off for every page of the persona",
+    "Extensions.loadUnpacked": "it loads code from the worker's host into the persona's browser",
+    "Extensions.uninstall": "the persona's extensions are the worker's",
+    "Tracing.start": "a trace records every tab of the browser, not only the client's",
+    "SystemInfo.getProcessInfo": "it lists every process of the persona's browser",
+}
+
+# Answered without reaching Chromium: the persona's own setting stays.
+NOT_APPLIED = {
+    "Browser.setDownloadBehavior": "downloads go to the worker's own folder",
+}
+
+# Schemes a client may navigate to or open a tab at: the web's, and the
+# empty pages. file: reads the host; chrome:, devtools: and the like are the
+# browser's own pages, where its settings live.
+WEB_SCHEMES = frozenset({"http", "https", "about", "data", "blob"})
+NAVIGATIONS = {"Page.navigate": "url", "Target.createTarget": "url"}
+
+
+def refusal(method: str, params: dict[str, Any]) -> str | None:
+    """Why `method` with `params` is refused, or None when it may pass."""
+    reason = REFUSED.get(method)
+    if reason is not None:
+        return reason
+    field = NAVIGATIONS.get(method)
+    if field is not None:
+        url = params.get(field)
+        if isinstance(url, str) and url:
+            scheme = urlsplit(url.strip()).scheme.lower()
+            if scheme not in WEB_SCHEMES:
+                return f"{scheme or 'a relative'} URLs are not opened for a CDP client: only {', '.join(sorted(WEB_SCHEMES))}"
+    return None
+
+
+def allows(filters: list[dict[str, Any]] | None, target_type: str) -> bool:
+    """Whether an auto-attach or discovery filter of Target's takes targets
+    of `target_type`: the first entry that matches decides; none, Chromium's
+    default (everything but the browser and tab targets)."""
+    if filters is None:
+        return target_type not in ("browser", "tab")
+    for entry in filters:
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") in (None, target_type):
+            return not entry.get("exclude", False)
+    return False
