@@ -17,6 +17,18 @@ step "installing $requirements into .venv (a few minutes the first time)"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+if [ "${1:-base}" = dev ]; then
+  # The suite runs a Puppeteer script against a persona (docs/guides/BRING_YOUR_OWN_SCRIPT.md):
+  # Node, and puppeteer-core as requirements/node/package-lock.json pins it (no browser download).
+  if ! command -v npm >/dev/null; then
+    step "installing Node.js and npm (the distribution's)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  step "installing puppeteer-core into requirements/node/node_modules"
+  npm ci --prefix requirements/node --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 has_playwright_chromium() {
   .venv/bin/python - <<'PY'
 import os, sys
