@@ -31,6 +31,7 @@ import httpx
 from bench import load
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
+from bench.phases.cdp import cdp_phase
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.files import files_phase
@@ -60,7 +61,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
         wait_done(client, start_job(client))
 
 
-PHASES = ("steps", "guard", "files", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
+PHASES = ("steps", "guard", "files", "cdp", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
           "live", "peer", "memory", "store", "soak", "personas")
 
 
@@ -93,6 +94,9 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
             if "files" in phases:
                 print("files: a 100 MB download and upload through the worker, against a plain fetch", flush=True)
                 files_phase(plan, report, scratch)  # on a worker of its own
+            if "cdp" in phases:
+                print("cdp: a step through /cdp/<token> against the same step straight to the same Chromium", flush=True)
+                cdp_phase(plan, report, scratch)  # on a worker of its own
             if "c1" in phases or "memory" in phases:
                 print("c=1: reference and job starts", flush=True)
                 with profiled(pid, profile_dir, "c1"):

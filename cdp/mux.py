@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
+from core.seams import on_cdp_events, send_cdp
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -55,7 +57,7 @@ class Mux:
         self.bridges: set[Owner] = set()
         self.closed = False
         self.default_context_id = ""
-        session.on("event", self._event)
+        on_cdp_events(session, self._event)
         session.on("close", lambda _session: self._closed())
 
     @classmethod
@@ -75,11 +77,11 @@ class Mux:
         return await self.session.send(method, params or {})
 
     def post(self, session_id: str, message: str, failed: Callable[[str], None]) -> None:
-        """Send `message` (a CDP message as text) into a nested session, not
-        waiting: Playwright sends a call as it starts, and tasks start in the
-        order they are made, so messages keep their order. `failed` hears why
-        when Chromium refuses the envelope (the session is gone)."""
-        sent = asyncio.ensure_future(self.call("Target.sendMessageToTarget", {"sessionId": session_id, "message": message}))
+        """Send `message` (a CDP message as text) into a nested session now,
+        not waiting for Chromium's receipt, so messages keep their order.
+        `failed` hears why when Chromium refuses the envelope (the session is
+        gone)."""
+        sent = send_cdp(self.session, "Target.sendMessageToTarget", {"sessionId": session_id, "message": message})
         sent.add_done_callback(lambda done: _report(done, failed))
 
     async def attach(self, target_id: str, owner: Owner) -> str:

@@ -27,6 +27,7 @@ from cdp.bridge import Bridge
 from cdp.grants import Grant
 from core.errors import Refusal
 from core.runtime import runtime_of
+from core.seams import NoDatabaseDispatch
 from core.writable import Writable
 
 log = logging.getLogger("penelope.cdp")
@@ -34,11 +35,11 @@ log = logging.getLogger("penelope.cdp")
 # Close codes: the grant ended (token expired, lease ended, revoked), the
 # browser went, the client reads too slowly.
 ENDED, BROWSER_GONE, TOO_SLOW = 4001, 4002, 4008
-# Messages to the client queued at once before it counts as too slow.
-MAX_QUEUED = 100_000
+# Characters of messages to the client queued at once before it counts as too slow.
+MAX_QUEUED = 512 * 1024 * 1024
 
 
-class CdpSocket(AsyncWebsocketConsumer):
+class CdpSocket(NoDatabaseDispatch, AsyncWebsocketConsumer):
     grant: Grant | None = None
     bridge: Bridge | None = None
 
@@ -59,11 +60,12 @@ class CdpSocket(AsyncWebsocketConsumer):
             return
         await self.accept()
         self.queue: deque[str] = deque()
+        self.queued = 0  # characters in the queue
         self.fresh = asyncio.Event()
         self.why = "The client disconnected."
         self.who = _who(self.scope)
         self.bridge = Bridge(
-            mux, home, out=self._out, budget=runtime.pages,
+            mux, home, out=self.deliver, budget=runtime.pages,
             refused=lambda method: runtime.cdp.refused(grant.page_id, method), page_name=grant.page_id,
         )
         self.bridge.gone = lambda why: self._end(why, BROWSER_GONE)
@@ -88,11 +90,13 @@ class CdpSocket(AsyncWebsocketConsumer):
 
     # --- to the client -------------------------------------------------------------------
 
-    def _out(self, text: str) -> None:
+    def deliver(self, text: str) -> None:
         self.queue.append(text)
+        self.queued += len(text)
         self.fresh.set()
-        if len(self.queue) > MAX_QUEUED:
+        if self.queued > MAX_QUEUED:
             self.queue.clear()
+            self.queued = 0
             self._end("The client read its messages too slowly.", TOO_SLOW)
 
     async def _send_loop(self) -> None:
@@ -103,9 +107,12 @@ class CdpSocket(AsyncWebsocketConsumer):
                 while self.queue:
                     if self.writable is not None and not self.writable.open.is_set():
                         await self.writable.open.wait()
-                    await self.send(text_data=self.queue.popleft())
-        except Exception:  # daphne raises on a send after the connection closed: its disconnect cleans up
+                    text = self.queue.popleft()
+                    self.queued -= len(text)
+                    await self.send(text_data=text)
+        except Exception as error:  # daphne raises on a send after the connection closed
             log.debug("a CDP client's connection went while it was sent to", exc_info=True)
+            self._end(f"The connection failed: {error}")
 
     def _end(self, why: str, code: int = ENDED) -> None:
         self.why = why
@@ -120,17 +127,22 @@ class CdpSocket(AsyncWebsocketConsumer):
         self.sender.cancel()
         if self._end in grant.on_end:
             grant.on_end.remove(self._end)
-        self.runtime.cdp.grants.end(grant, self.why)
-        await bridge.close()
-        self.runtime.tracker.requests_in_flight -= 1
-        self.runtime.tracker.touch()
-        self.runtime.cdp.closed(grant.page_id, self.who, self.why, self.started_at)
+        try:
+            self.runtime.cdp.grants.end(grant, self.why)
+            await bridge.close()
+        finally:
+            self.runtime.tracker.requests_in_flight -= 1
+            self.runtime.tracker.touch()
+            self.runtime.cdp.closed(grant.page_id, self.who, self.why, self.started_at)
 
 
 def _who(scope: dict) -> str:
-    """Where the connection comes from: the waker's forwarded address, else the peer's."""
+    """Where the connection comes from: the peer's address, and the one a
+    waker forwarded for (as the peer said it: whoever reaches the worker's
+    port may say anything there)."""
+    client = scope.get("client") or ("?", 0)
+    who = f"from {client[0]}"
     for name, value in scope.get("headers", []):
         if name == b"x-forwarded-for":
-            return f"from {value.decode('latin-1').split(',')[0].strip()} (through the waker)"
-    client = scope.get("client") or ("?", 0)
-    return f"from {client[0]}"
+            who += f" (forwarded for {value.decode('latin-1').split(',')[0].strip()[:64]})"
+    return who

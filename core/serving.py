@@ -8,12 +8,15 @@ import contextlib
 import http
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from core.routes import CDP
 
 if TYPE_CHECKING:
     from core.seams import StreamChoice
@@ -99,6 +102,17 @@ def stop_serving() -> None:
             reactor.stop()
 
 
+# A CDP client's messages (screenshots, page contents, a file's bytes), on the
+# worker's /cdp/<token> and the waker's /w/{persona}/cdp/<token>: up to
+# Playwright's own limit. Every other socket keeps daphne's 1 MiB.
+CDP_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CDP_SOCKET_PATH = re.compile(rf"(/w/[^/]+)?/{CDP}/[^/]+")
+
+
+def socket_message_limit(path: str) -> int | None:
+    return CDP_MAX_MESSAGE_BYTES if CDP_SOCKET_PATH.fullmatch(path) else None
+
+
 def run_daphne(
     application,
     *,
@@ -121,10 +135,11 @@ def run_daphne(
 
     loop = event_loop()
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
-    from core.seams import name_statuses  # after the reactor too: the seams import Twisted
+    from core.seams import name_statuses, size_socket_messages  # after the reactor too: the seams import Twisted
 
     bounded_http.install(server_name, page_of, stream)
     name_statuses(reason_phrase)  # daphne writes Twisted's phrase, which is "Unknown Status" for a 429
+    size_socket_messages(socket_message_limit)  # a CDP client's screenshots pass daphne's 1 MiB
     server = daphne.server.Server(
         application=application,
         endpoints=[f"tcp:port={port}:interface={host}"],

@@ -172,7 +172,7 @@ FLOORS = {
     "live": 2,
     "plugins": 3,
     "activity": 4,
-    "jobs": 5,
+    "jobs": 5, "cdp": 5,
     "schedules": 6,
     "penelope_site": 7,
     "worker": 8,
@@ -270,7 +270,7 @@ def test_page_ids_and_routes_share_one_list_of_words():
 
 FRAMEWORKS = ("django", "rest_framework", "adrf", "daphne", "twisted", "playwright", "channels", "asgiref")
 # Where those names may be used: the seams, and the tests that pin what they rely on.
-SEAM_PLACES = ("core/seams/", "tests/test_seams.py")
+SEAM_PLACES = ("core/seams/", "tests/test_seams.py", "tests/test_seams_sockets.py")
 # Underscored names Django documents as its models' public API (the `_meta`
 # API; `Model._state` and `Model._default_manager` in the model and manager
 # references): not private, whatever their spelling.

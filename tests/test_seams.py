@@ -1056,3 +1056,4 @@ def test_playwrights_download_knows_its_file_from_the_start_and_chromium_grows_i
         assert known.stat().st_size == 4096 * 1024
     finally:
         context.close()
+

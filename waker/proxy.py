@@ -3,8 +3,9 @@ through. HTTP under `api/v1/` (with one of the persona's keys; health never
 wakes, nor does a read key, whose requests do not count as forwards in
 flight either) and `GET`/`HEAD` under `live/` (no key: the live view's token is its
 credential), the answer streamed back with its status and headers. A
-WebSocket at `api/v1/events` (with a key) or `live/<token>/ws` (no key) is
-opened to the worker first, then accepted, then relayed (waker/socket_relay.py).
+WebSocket at `api/v1/events` (with a key), `live/<token>/ws` or
+`cdp/<token>` (no key: the token is the credential) is opened to the worker
+first, then accepted, then relayed (waker/socket_relay.py).
 
 A plain ASGI application in front of Django's (which serves the waker's own
 API), because a proxy must hold its count of requests in flight exactly as
@@ -27,7 +28,7 @@ import httpx
 
 from waker import socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches, encode, error_body
-from waker.socket_relay import loggable
+from waker.socket_relay import loggable, masked
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
 log = logging.getLogger("penelope.waker")
@@ -43,6 +44,8 @@ EVENTS_PATH = "/api/v1/events"
 LIVE_PREFIX = "/live/"
 LIVE_SOCKET = re.compile(r"/live/[^/]+/ws")
 LIVE_METHODS = ("GET", "HEAD")
+# A CDP client's socket (cdp/sockets.py), its token the credential; no HTTP there.
+CDP_SOCKET = re.compile(r"/cdp/[^/]+")
 # Headers of one hop, not of the exchange (RFC 9110, 7.6.1).
 HOP_BY_HOP = frozenset(
     {
@@ -81,11 +84,14 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Route:
     """Where a request under `/w/` goes: the persona's worker and the path
-    there, as the client encoded it; `live` for the live view's paths."""
+    there, as the client encoded it; `by_token` for the paths whose token is
+    the credential (the live view's, a CDP socket), which need no key."""
 
     worker: PersonaWorker
     target: bytes
-    live: bool
+    by_token: bool
+    # A CDP client's socket: its messages may be far larger than the live view's frames.
+    cdp: bool = False
     # A read key's request (PENELOPE_READ_KEYS): it neither wakes the worker
     # nor counts as a forward in flight, so a dashboard that polls through
     # the waker never keeps a sleepy worker awake.
@@ -141,20 +147,22 @@ class WakerApplication:
         path = unquote(target.decode("latin-1"))
         socket = scope["type"] == "websocket"
         live = path.startswith(LIVE_PREFIX)
+        cdp = socket and CDP_SOCKET.fullmatch(path) is not None
         # No dot segments: the client's HTTP library would resolve them, and
         # `api/v1/../../admin/` would leave the worker's API.
         if {".", ".."} & set(path.split("/")) or not (
-            (LIVE_SOCKET.fullmatch(path) or path == EVENTS_PATH) if socket else (live or path.startswith(API_PREFIX))
+            (LIVE_SOCKET.fullmatch(path) or cdp or path == EVENTS_PATH) if socket else (live or path.startswith(API_PREFIX))
         ):
             raise Refused(
                 404,
-                f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... and /w/{name}/live/... only.",
+                f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... and /w/{name}/live/... "
+                f"(and sockets at /w/{name}/cdp/<token>) only.",
             )
-        if live:
+        if live or cdp:
             # The token in the path is the credential: no key to check. Nor
-            # is one woken for it: links live in the worker's memory, so a
-            # stopped worker holds none, and a keyless request that started
-            # it could only ever be answered 404.
+            # is one woken for it: live links and CDP tokens live in the
+            # worker's memory, so a stopped worker holds none, and a keyless
+            # request that started it could only ever be refused.
             if not socket and scope["method"] not in LIVE_METHODS:
                 raise Refused(405, f"Method {scope['method']} is not allowed here; use GET or HEAD.", allow="GET, HEAD")
             if worker.state != RUNNING:
@@ -178,8 +186,8 @@ class WakerApplication:
         ):
             if worker.state != RUNNING:
                 raise Refused(503, read_key_never_wakes(name, worker.state))
-            return Route(worker, target, live, reads_only=True)
-        return Route(worker, target, live)
+            return Route(worker, target, by_token=False, reads_only=True)
+        return Route(worker, target, by_token=live or cdp, cdp=cdp)
 
     async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The body is read first: daphne holds it whole anyway, and once it is
@@ -257,12 +265,14 @@ class WakerApplication:
                 await upstream.aclose()
 
     async def socket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Open the socket to the worker (woken first), and only then accept
-        the client's and relay; a refusal closes it before accept, which
-        daphne answers 403 whatever the reason. An open live socket counts as
-        a request in flight, so an open live view keeps its worker awake; an
-        event socket does not, as it is not client activity on the worker
-        (jobs/sockets.py)."""
+        """Open the socket to the worker (woken first, unless its token is its
+        credential), and only then accept the client's and relay; a refusal
+        closes it before accept, which daphne answers 403 whatever the reason
+        (the worker's own refusal of a CDP token included). An open live or
+        CDP socket counts as a request in flight, so an open live view or CDP
+        client keeps its worker awake (the worker counts its CDP connection
+        too, cdp/sockets.py); an event socket does not, as it is not client
+        activity on the worker (jobs/sockets.py)."""
         if (await receive())["type"] != "websocket.connect":
             return
         try:
@@ -270,10 +280,10 @@ class WakerApplication:
                 raise Refused(404, f"No socket at {scope['path'][:200]}.")
             route = self.route(scope)
         except Refused as refused:
-            log.info("socket %s refused: %s", loggable(scope["path"]), refused.message)
+            log.info("socket %s refused: %s", loggable(scope["path"]), masked(refused.message))
             await send({"type": "websocket.close"})
             return
-        with route.worker.forwarding() if route.live else contextlib.nullcontext():
+        with route.worker.forwarding() if route.by_token else contextlib.nullcontext():
             upstream = await self._open_socket(route, scope, receive)
             if upstream is None:
                 await send({"type": "websocket.close"})  # dropped by daphne when the client is gone already
@@ -287,13 +297,20 @@ class WakerApplication:
         Daphne refuses a handshake still waiting after 20 s
         (`websocket_connect_timeout`), which bounds the wait for a start."""
         headers = [(key, value) for key, value in scope["headers"] if key not in SOCKET_NOT_FORWARDED]
+        headers = socket_relay.forwarded_for(headers, scope.get("client"))
+        max_size = socket_relay.CDP_MAX_SIZE if route.cdp else socket_relay.MAX_SIZE
 
         async def open_() -> socket_relay.ClientConnection:
-            if not route.reads_only:
+            if route.by_token:  # never woken (see `route`), even by a stop since it was found
+                if route.worker.state != RUNNING:
+                    raise Refused(404, "Not found.")
+            elif not route.reads_only:
                 await wake(route.worker)
             elif route.worker.state != RUNNING:
                 raise Refused(503, read_key_never_wakes(route.worker.persona.name, route.worker.state))
-            return await socket_relay.open_to_worker(route.url(scope), headers, scope.get("subprotocols") or [])
+            return await socket_relay.open_to_worker(
+                route.url(scope), headers, scope.get("subprotocols") or [], max_size=max_size
+            )
 
         opening = asyncio.ensure_future(open_())
         gone = asyncio.ensure_future(until_disconnected(receive, "websocket.disconnect"))
@@ -307,7 +324,7 @@ class WakerApplication:
             return None
         if (error := opening.exception()) is not None:
             if isinstance(error, Refused | socket_relay.WorkerRefused):
-                log.info("socket %s refused: %s", loggable(scope["path"]), error)
+                log.info("socket %s refused: %s", loggable(scope["path"]), masked(str(error)))
             else:
                 log.error("opening socket %s failed", loggable(scope["path"]), exc_info=error)
             return None

@@ -10,7 +10,10 @@ What the relay holds is bounded both ways, a message or a few at a time:
   `WebSocketProtocol.serverSend`, autobahn's `sendMessage`), and the
   transport buffers without limit. So each message waits until the client's
   connection takes more (`Writable`); meanwhile nothing is read from the
-  worker past `max_queue` frames, and then its own sends wait in turn.
+  worker past `max_queue` frames, and then its own sends wait in turn. A
+  message is at most `max_size` bytes: MAX_SIZE for the live view and the
+  events, CDP_MAX_SIZE for a CDP client's socket; the relay holds at most
+  `max_queue` of them and the one it is sending.
 - client to worker: each message is sent to the worker, and the send
   awaited (websockets waits while more than `write_limit` bytes are unsent),
   before the next is taken. What daphne reads from the client before the
@@ -31,14 +34,23 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.frames import EXTERNAL_CLOSE_CODES, CloseCode
 
+from core.serving import CDP_MAX_MESSAGE_BYTES
 from core.writable import Writable
 
-TOKEN_IN_PATH = re.compile(r"/live/[^/]+")
+# A token (URL-safe base64, or anything a client put in its place) in a
+# path, the worker's (`/live/<token>/ws`) or the waker's
+# (`/w/<persona>/cdp/<token>`), whatever the persona is called.
+TOKEN_IN_PATH = re.compile(r"(^|/w/[^/\s]+)/(live|cdp)/[\w%-]+")
+
+
+def masked(text: str) -> str:
+    """`text` (a path, or a sentence holding one) as the log shows it: a live
+    link's or a CDP client's token is its credential, never written."""
+    return TOKEN_IN_PATH.sub(r"\1/\2/…", text)
 
 
 def loggable(path: str) -> str:
-    """A path as the log shows it: a live link's token is its credential, never written."""
-    return TOKEN_IN_PATH.sub("/live/…", path)[:200]
+    return masked(path)[:200]
 
 
 log = logging.getLogger("penelope.waker")
@@ -63,13 +75,29 @@ UPSTREAM = {
     # The worker's daphne pings this hop (every 20 s) and websockets answers;
     # one keepalive per hop is enough.
     "ping_interval": None,
-    # A live view's JPEG frame of a large screen fits; a message past it ends
-    # the socket (1009) rather than being held.
-    "max_size": 8 * 1024 * 1024,
     # Frames read from the worker and not yet relayed: past these, websockets
     # stops reading, so a slow client holds back the worker, not the waker.
     "max_queue": 4,
 }
+
+
+# The largest message read from the worker: a live view's JPEG frame of a
+# large screen fits; a message past it ends the socket (1009) rather than
+# being held.
+MAX_SIZE = 8 * 1024 * 1024
+# A CDP client's: a full-page screenshot or a large evaluate result is one
+# message of many MB. As much as the worker's daphne takes on that path
+# (core/serving.py), which is Playwright's own limit.
+CDP_MAX_SIZE = CDP_MAX_MESSAGE_BYTES
+
+
+def forwarded_for(headers: list[tuple[bytes, bytes]], client: tuple[str, int] | None) -> list[tuple[bytes, bytes]]:
+    """`headers` with `X-Forwarded-For` set to the address the client
+    connected from (ASGI's `client`), for the worker's request log
+    (cdp/sockets.py). A client's own is dropped: the waker is the hop clients
+    reach, so nothing before it vouches for one."""
+    kept = [(key, value) for key, value in headers if key != b"x-forwarded-for"]
+    return [*kept, (b"x-forwarded-for", client[0].encode("latin-1"))] if client else kept
 
 
 class WorkerRefused(Exception):
@@ -77,14 +105,18 @@ class WorkerRefused(Exception):
     not answer it. The client's handshake is then refused too."""
 
 
-async def open_to_worker(url: str, headers: list[tuple[bytes, bytes]], subprotocols: list[str]) -> ClientConnection:
+async def open_to_worker(
+    url: str, headers: list[tuple[bytes, bytes]], subprotocols: list[str], *, max_size: int = MAX_SIZE
+) -> ClientConnection:
     """The socket to the worker, its handshake done, with the client's
-    end-to-end `headers` (its `Authorization` among them) and `subprotocols`."""
+    end-to-end `headers` (its `Authorization` among them) and `subprotocols`;
+    a message from the worker past `max_size` bytes ends it."""
     try:
         return await connect(
             url,
             additional_headers=[(key.decode("latin-1"), value.decode("latin-1")) for key, value in headers],
             subprotocols=subprotocols or None,
+            max_size=max_size,
             **UPSTREAM,
         )
     except InvalidStatus as refused:

@@ -124,12 +124,32 @@ def job_list_params(
     return {name: str(value) for name, value in given.items() if value is not None}
 
 
-def events_url(root: str, job: str | None, page: str | None) -> str:
-    """`ws://…/api/v1/events` (`wss://` for https), with its filters."""
+def socket_root(root: str) -> str:
+    """The client's base as a WebSocket's: `ws://` for http, `wss://` for
+    https, its path (a waker's `/w/{persona}`) kept."""
     scheme, _, rest = root.partition("://")
     socket_scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
+    return f"{socket_scheme}://{rest}"
+
+
+def events_url(root: str, job: str | None, page: str | None) -> str:
+    """`ws://…/api/v1/events` (`wss://` for https), with its filters."""
     query = urlencode({name: value for name, value in (("job", job), ("page", page)) if value is not None})
-    return f"{socket_scheme}://{rest}{API}/events" + (f"?{query}" if query else "")
+    return f"{socket_root(root)}{API}/events" + (f"?{query}" if query else "")
+
+
+def cdp_path(page: str) -> str:
+    return f"/{segment(page)}/cdp"
+
+
+def cdp_body(ttl: float | None) -> dict[str, float]:
+    """POST /api/v1/{page}/cdp's body: without `ttl`, the token lasts as long as the lease has left."""
+    return {} if ttl is None else {"ttl": ttl}
+
+
+def cdp_url(root: str, answer: Answer) -> str:
+    """The WebSocket URL of a CDP token's answer (`url` is `/cdp/<token>`), on the client's base."""
+    return socket_root(root) + answer["url"]
 
 
 def answer_of(response: httpx.Response) -> Answer:

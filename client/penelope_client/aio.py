@@ -259,6 +259,13 @@ class AsyncLease:
     async def live_link(self, *, ttl: float = 900, control: bool = False) -> Answer:
         return await self.client.live_link(self.page_id, ttl=ttl, control=control, lease=self.id)
 
+    async def cdp_url(self, ttl: float | None = None) -> str:
+        """`Lease.cdp_url`: `await playwright.chromium.connect_over_cdp(await lease.cdp_url())`."""
+        answer = await self.client.request(
+            "POST", shared.cdp_path(self.page_id), json=shared.cdp_body(ttl), headers=shared.lease_header(self.id)
+        )
+        return shared.cdp_url(self.client.base_url, answer)
+
     async def _renew_until_stopped(self) -> None:
         while True:
             await asyncio.sleep(self.ttl * shared.RENEW_FRACTION)

@@ -279,6 +279,18 @@ class Lease:
         link on a leased page needs it): see `Penelope.live_link`."""
         return self.client.live_link(self.page_id, ttl=ttl, control=control, lease=self.id)
 
+    def cdp_url(self, ttl: float | None = None) -> str:
+        """A one-connection WebSocket URL (`ws://…/cdp/<token>`) for your own
+        Playwright or Puppeteer to drive the lease's page:
+        `chromium.connect_over_cdp(lease.cdp_url())`. The token works once,
+        for `ttl` seconds (at most, and by default, what the lease has left
+        now: renewals do not extend it); its connection closes then, or when
+        the lease ends."""
+        answer = self.client.request(
+            "POST", shared.cdp_path(self.page_id), json=shared.cdp_body(ttl), headers=shared.lease_header(self.id)
+        )
+        return shared.cdp_url(self.client.base_url, answer)
+
     def _renew_until_stopped(self) -> None:
         while not self._stop.wait(self.ttl * shared.RENEW_FRACTION):
             try:

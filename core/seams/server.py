@@ -230,3 +230,39 @@ def name_statuses(phrase: Callable[[int], bytes | None]) -> type:
 
     http_protocol.WebRequest = NamedStatusRequest
     return NamedStatusRequest
+
+
+# --- 16. the size of a WebSocket message, by path, and a close's reason --------------------
+
+
+def size_socket_messages(limit_of: Callable[[str], int | None]) -> type:
+    """Make daphne take and send WebSocket messages (and frames) up to
+    `limit_of(path)` bytes on the sockets whose path it names, where every
+    socket has one limit (the Server's `websocket_max_message_size` and
+    `websocket_max_frame_size`, set on its factory): autobahn copies the
+    factory's values onto each protocol when its connection is made, and
+    reads them from the protocol for every frame and message, so values set
+    in `onConnect` (which has the request's path) hold for that connection
+    alone. A path `limit_of` gives None for keeps the factory's.
+
+    And send a `websocket.close`'s `reason` (ASGI's, since spec 2.3) with
+    its code, which daphne drops (`serverClose` takes the code alone).
+
+    Call it before the server runs; answers the class."""
+    from daphne import ws_protocol
+
+    class SizedWebSocketProtocol(ws_protocol.WebSocketProtocol):
+        def onConnect(self, request: Any) -> Any:  # noqa: N802 - autobahn's name
+            limit = limit_of(request.path)
+            if limit is not None:
+                self.maxMessagePayloadSize = self.maxFramePayloadSize = limit
+            return super().onConnect(request)
+
+        def handle_reply(self, message: dict[str, Any]) -> None:
+            if message.get("type") == "websocket.close" and message.get("reason") and self.state != self.STATE_CONNECTING:
+                self.sendClose(code=message.get("code") or 1000, reason=message["reason"])
+                return
+            super().handle_reply(message)
+
+    ws_protocol.WebSocketFactory.protocol = SizedWebSocketProtocol
+    return SizedWebSocketProtocol

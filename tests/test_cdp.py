@@ -1,0 +1,373 @@
+"""CDP clients under a lease (cdp/), against a real worker: Playwright's
+`connect_over_cdp` from a process of its own and Puppeteer over Node drive
+the leased page; a raw WebSocket checks the worker's own rules: the tokens,
+what a client sees and may not do, the lease's end, two clients at once,
+tabs against MAX_PAGES, the live view, the request log and the metrics,
+and that no port of the browser's is there to reach without a token."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from harness.worker import ROOT, WorkerProcess, wait_until
+from tests.conftest import worker_env
+from tests.support.cdp_client import RawCdp
+from tests.support.live import metric
+
+READ_KEY = "read-only-key-0123456789abcdefghij"
+NODE_MODULES = ROOT / "requirements" / "node" / "node_modules"
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory):
+    running = WorkerProcess(
+        tmp_path_factory.mktemp("store"),
+        env=worker_env(PENELOPE_READ_KEYS=READ_KEY, REQUEST_LOG_FLUSH_S="0.05", MAX_PAGES="3"),
+    ).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def lease(api):
+    """A lease on main for one test, released after it (its tokens end with it)."""
+    taken = api.post("/main/lease", json={"ttl": 120}).json()["lease"]
+    yield taken
+    api.delete("/main/lease", headers={"X-Lease": taken})
+
+
+def token_url(worker: WorkerProcess, api: httpx.Client, lease: str, page: str = "main", **body) -> str:
+    made = api.post(f"/{page}/cdp", json=body, headers={"X-Lease": lease})
+    assert made.status_code == 201, made.text
+    return worker.base_url.replace("http://", "ws://") + made.json()["url"]
+
+
+def log_rows(worker: WorkerProcess, route_prefix: str) -> list[tuple[str, str, int]]:
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        rows = db.execute(
+            "select route, path, status from activity_requestlogentry where route like ? order by id", (route_prefix + "%",)
+        ).fetchall()
+    db.close()
+    return rows
+
+
+def closed_with(socket) -> tuple[int, str]:
+    try:
+        while True:
+            socket.recv(timeout=15)
+    except ConnectionClosed as closed:
+        return (closed.rcvd.code, closed.rcvd.reason) if closed.rcvd else (None, "")
+
+
+# --- the token ---------------------------------------------------------------------------
+
+
+def test_a_token_needs_the_full_key_and_the_lease_and_is_a_credential_never_logged(worker, api, lease):
+    assert api.post("/main/cdp", json={}).status_code == 423  # leased, and no X-Lease
+    assert api.post("/main/cdp", json={}, headers={"X-Lease": "0" * 32}).status_code == 423
+    assert httpx.post(worker.base_url + "/api/v1/main/cdp", json={}, headers={"X-Lease": lease}).status_code == 401
+    read = httpx.post(worker.base_url + "/api/v1/main/cdp", json={}, headers={"X-Lease": lease, "Authorization": f"Bearer {READ_KEY}"})
+    assert read.status_code == 403 and "CDP token" in read.json()["error"]
+    for ttl in (0, -1, "soon", True, 121):
+        bad = api.post("/main/cdp", json={"ttl": ttl}, headers={"X-Lease": lease})
+        assert bad.status_code == 400 and "ttl" in bad.json()["error"], (ttl, bad.text)
+    made = api.post("/main/cdp", json={"ttl": 30}, headers={"X-Lease": lease})
+    assert made.status_code == 201
+    body = made.json()
+    assert set(body) == {"success", "page_id", "url", "expires_at"} and body["page_id"] == "main"
+    token = body["url"].removeprefix("/cdp/")
+    assert len(token) >= 43  # 32 random bytes
+    with RawCdp(worker.base_url.replace("http", "ws") + body["url"]) as client:
+        assert client.result("Runtime.evaluate", {"expression": "6 * 7"}, client.page_session())["result"]["value"] == 42
+    wait_until(lambda: log_rows(worker, "cdp/closed"), what="the closed row")
+    logged = json.dumps(log_rows(worker, "")) + worker.log()
+    assert token not in logged and token[:12] not in logged
+
+
+def test_an_unleased_page_makes_no_token(api):
+    refused = api.post("/main/cdp", json={})
+    assert refused.status_code == 423 and "take a lease" in refused.json()["error"]
+    assert api.post("/nowhere/cdp", json={}).status_code == 404
+
+
+def test_a_made_up_used_or_expired_token_is_refused_at_the_handshake(worker, api, lease):
+    base = worker.base_url.replace("http", "ws")
+    for url in (base + "/cdp/made-up", base + "/cdp/" + "A" * 43):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, open_timeout=10)
+        assert refused.value.response.status_code == 403
+    once = token_url(worker, api, lease)
+    with RawCdp(once):
+        with pytest.raises(InvalidStatus) as second:
+            connect(once, open_timeout=10)  # one connection per token, even while the first is open
+        assert second.value.response.status_code == 403
+    made = api.post("/main/cdp", json={"ttl": 0.2}, headers={"X-Lease": lease}).json()
+    wait_until(lambda: time.time() > made["expires_at"], what="the token's ttl to pass")
+    with pytest.raises(InvalidStatus):
+        connect(base + made["url"], open_timeout=10)
+
+
+# --- clients --------------------------------------------------------------------------------
+
+
+def test_playwright_from_another_process_drives_the_leased_page_and_the_api_sees_what_it_left(worker, api, lease, site):
+    url = token_url(worker, api, lease)
+    ran = subprocess.run(
+        [sys.executable, "-m", "tests.support.cdp_client", url, site.url],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen["contexts"] == 1 and seen["pages"] == 1  # its page, nothing else of the persona's
+    assert seen["sum"] == 2 and seen["title"] == "typed by a script"
+    assert seen["screenshot_bytes"] > 1000
+    assert seen["routed"] == {"items": "answered by the script"}
+    assert "said by the page" in seen["console"]
+    assert f"{site.url}/list?page=1&pages=2" in seen["requests"]
+    assert seen["own_tab_pages"] == 2
+    assert seen["url"] == f"{site.url}/list?page=1&pages=3"
+    page = api.get("/main").json()
+    assert page["url"] == f"{site.url}/list?page=1&pages=3" and page["leased"] is True and page["tab"] == "open"
+    # Its own tab closed when it disconnected: MAX_PAGES has room for two more pages again.
+    wait_until(lambda: api.post("/pages", json={"page_id": "scratch-a"}).status_code == 201, what="room for a page")
+    assert api.post("/pages", json={"page_id": "scratch-b"}).status_code == 201
+    for name in ("scratch-a", "scratch-b"):
+        api.delete(f"/{name}")
+
+
+@pytest.mark.skipif(not (NODE_MODULES / "puppeteer-core").is_dir(), reason="scripts/setup.sh dev installs puppeteer-core")
+def test_puppeteer_over_node_drives_the_leased_page(worker, api, lease, site, tmp_path):
+    script = tmp_path / "drive.js"
+    script.write_text("""
+const puppeteer = require('puppeteer-core');
+(async () => {
+  const browser = await puppeteer.connect({browserWSEndpoint: process.argv[2]});
+  const pages = await browser.pages();
+  const page = pages[0];
+  await page.goto(process.argv[3]);
+  await page.setContent('<input id="name">');
+  await page.type('#name', 'typed by puppeteer');
+  const value = await page.$eval('#name', (input) => input.value);
+  const shot = await page.screenshot();
+  await page.goto(process.argv[4]);
+  console.log(JSON.stringify({pages: pages.length, value, shot: shot.length, url: page.url()}));
+  await browser.disconnect();
+})().catch((error) => { console.error(error); process.exit(1); });
+""")
+    url = token_url(worker, api, lease)
+    ran = subprocess.run(
+        ["node", str(script), url, f"{site.url}/list?page=1&pages=2", f"{site.url}/list?page=2&pages=2"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "NODE_PATH": str(NODE_MODULES)},
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen == {"pages": 1, "value": "typed by puppeteer", "shot": seen["shot"], "url": f"{site.url}/list?page=2&pages=2"}
+    assert seen["shot"] > 1000
+    assert api.get("/main").json()["url"] == f"{site.url}/list?page=2&pages=2"
+
+
+# --- what a client may not do -----------------------------------------------------------------
+
+
+def error_of(answer: dict) -> str:
+    assert "error" in answer, answer
+    return answer["error"]["message"]
+
+
+def test_what_a_client_must_not_do_is_refused_in_the_worker(worker, api, lease, tmp_path):
+    url = token_url(worker, api, lease)
+    with RawCdp(url) as client:
+        session = client.page_session()
+        assert "refused" in error_of(client.call("Browser.close"))
+        assert "refused" in error_of(client.call("Browser.crash"))
+        assert "refused" in error_of(client.call("Browser.close", session=session))  # in a page's session too
+        assert "file URLs" in error_of(client.call("Page.navigate", {"url": "file:///etc/passwd"}, session))
+        assert "chrome URLs" in error_of(client.call("Page.navigate", {"url": "chrome://settings"}, session))
+        assert "file URLs" in error_of(client.call("Target.createTarget", {"url": "file:///etc/hostname"}))
+        assert "proxy" in error_of(client.call("Target.createBrowserContext", {"proxyServer": "http://10.0.0.1:3128"}))
+        assert "refused" in error_of(client.call("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}, session))
+        assert "refused" in error_of(client.call("DOM.setFileInputFiles", {"files": ["/etc/passwd"], "nodeId": 1}, session))
+        assert "refused" in error_of(client.call("Security.setIgnoreCertificateErrors", {"ignore": True}))
+        assert "browser level" in error_of(client.call("Fetch.enable"))  # would catch every tab's requests
+        # Answered, not applied: downloads stay in the worker's own folder.
+        assert client.result("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}) == {}
+        # A page cannot send itself to a file either: Chromium refuses the renderer's navigation.
+        client.result("Runtime.evaluate", {"expression": "location.href = 'file:///etc/passwd'"}, session)
+        href = client.result("Runtime.evaluate", {"expression": "location.href"}, session)["result"]["value"]
+        assert not href.startswith("file:")
+        # The persona's page is the worker's to close.
+        target = client.result("Target.getTargetInfo", {}, session)["targetInfo"]["targetId"]
+        assert "release its lease" in error_of(client.call("Target.closeTarget", {"targetId": target}))
+    assert api.get("/main").json()["tab"] == "open"
+    assert list(tmp_path.iterdir()) == []
+    refused = wait_until(lambda: log_rows(worker, "cdp/refused"), what="the refusals' rows")
+    assert {"/api/v1/main/cdp Browser.close", "/api/v1/main/cdp DOM.setFileInputFiles"} <= {path for _, path, _ in refused}
+    assert metric(api, 'penelope_cdp_refused_total{method="Browser.close"}') >= 2
+
+
+def test_a_client_sees_and_touches_no_other_page(worker, api, lease):
+    assert api.post("/pages", json={"page_id": "other"}).status_code == 201
+    other_lease = api.post("/other/lease", json={"ttl": 60}).json()["lease"]
+    try:
+        with RawCdp(token_url(worker, api, other_lease, page="other")) as other:
+            other_target = other.result("Target.getTargetInfo", {}, other.page_session())["targetInfo"]["targetId"]
+        with RawCdp(token_url(worker, api, lease)) as client:
+            targets = client.result("Target.getTargets")["targetInfos"]
+            assert [t["type"] for t in targets] == ["page"] and other_target not in {t["targetId"] for t in targets}
+            for method in ("Target.attachToTarget", "Target.closeTarget", "Target.activateTarget"):
+                answer = client.call(method, {"targetId": other_target, "flatten": True})
+                assert "is the client's" in error_of(answer), method
+            assert "not found" in error_of(client.call("Runtime.evaluate", {"expression": "1"}, session="0" * 32))
+        assert api.get("/other").json()["tab"] == "open"
+    finally:
+        api.delete("/other/lease", headers={"X-Lease": other_lease})
+        api.delete("/other")
+
+
+# --- the lease's end, and two clients ------------------------------------------------------------
+
+
+def test_the_lease_end_closes_the_socket_and_the_page_goes_back_to_the_worker(worker, api, site):
+    taken = api.post("/main/lease", json={"ttl": 60}).json()["lease"]
+    with connect(token_url(worker, api, taken), open_timeout=10) as socket:
+        assert api.delete("/main/lease", headers={"X-Lease": taken}).status_code == 200
+        assert closed_with(socket) == (4001, "The lease ended.")
+    # The page is the worker's again: a plain call runs on it.
+    assert api.post("/main/primitive/evaluate", json={"expression": "1 + 1"}).json()["value"] == 2
+    taken = api.post("/main/lease", json={"ttl": 60}).json()["lease"]
+    try:
+        with connect(token_url(worker, api, taken), open_timeout=10) as socket:
+            ended = api.delete("/main/cdp", headers={"X-Lease": taken})
+            assert ended.json() == {"success": True, "page_id": "main", "ended": 1}
+            assert closed_with(socket)[0] == 4001
+        with connect(token_url(worker, api, taken, ttl=0.5), open_timeout=10) as socket:
+            assert closed_with(socket) == (4001, "The token expired.")
+    finally:
+        api.delete("/main/lease", headers={"X-Lease": taken})
+    closed = wait_until(lambda: len(log_rows(worker, "cdp/closed")) >= 3 and log_rows(worker, "cdp/closed"), what="closed rows")
+    assert any(path.endswith(": The lease ended.") for _, path, _ in closed)
+
+
+def test_two_clients_drive_two_pages_at_once(worker, api):
+    assert api.post("/pages", json={"page_id": "second"}).status_code == 201
+    leases = {name: api.post(f"/{name}/lease", json={"ttl": 60}).json()["lease"] for name in ("main", "second")}
+    try:
+        with RawCdp(token_url(worker, api, leases["main"])) as one, RawCdp(token_url(worker, api, leases["second"], page="second")) as two:
+            sessions = {one: one.page_session(), two: two.page_session()}
+            for client, title in ((one, "first client"), (two, "second client")):
+                client.result("Runtime.evaluate", {"expression": f"document.title = '{title}'"}, sessions[client])
+            for client, title in ((one, "first client"), (two, "second client")):
+                assert client.result("Runtime.evaluate", {"expression": "document.title"}, sessions[client])["result"]["value"] == title
+        titles = {name: api.post(f"/{name}/primitive/evaluate", json={"expression": "document.title"}, headers={"X-Lease": leases[name]}).json()["value"] for name in leases}
+        assert titles == {"main": "first client", "second": "second client"}
+    finally:
+        for name, taken in leases.items():
+            api.delete(f"/{name}/lease", headers={"X-Lease": taken})
+        api.delete("/second")
+
+
+def test_tabs_a_client_opens_count_against_max_pages_and_close_with_it(worker, api, lease):
+    with RawCdp(token_url(worker, api, lease)) as client:
+        assert "targetId" in client.result("Target.createTarget", {"url": "about:blank"})
+        assert "targetId" in client.result("Target.createTarget", {"url": "about:blank"})  # main and two tabs: 3
+        assert "MAX_PAGES" in error_of(client.call("Target.createTarget", {"url": "about:blank"}))
+        full = api.post("/pages", json={"page_id": "squeezed"})
+        assert full.status_code == 409 and "MAX_PAGES" in full.json()["error"]
+        assert len(client.result("Target.getTargets")["targetInfos"]) == 3
+    wait_until(lambda: api.post("/pages", json={"page_id": "squeezed"}).status_code == 201, what="the tabs closed")
+    api.delete("/squeezed")
+
+
+# --- where a user looks -----------------------------------------------------------------------------
+
+
+def test_the_live_view_shows_the_page_a_script_drives(worker, api, lease, site):
+    link = api.post("/main/live", json={"ttl": 60}).json()["url"]
+    with connect(worker.base_url.replace("http", "ws") + link + "/ws", open_timeout=10) as viewer:
+        with RawCdp(token_url(worker, api, lease)) as client:
+            client.result("Page.navigate", {"url": f"{site.url}/list?page=2&pages=4"}, client.page_session())
+            seen = []
+            while not any(meta.get("url") == f"{site.url}/list?page=2&pages=4" for meta in seen):
+                message = viewer.recv(timeout=15)
+                if isinstance(message, str):
+                    seen.append(json.loads(message))
+    api.delete("/main/live")
+
+
+def test_an_open_connection_is_work_and_is_logged_and_counted(worker, api, lease):
+    opened_before = metric(api, 'penelope_cdp_connections_total{event="opened"}')
+    with RawCdp(token_url(worker, api, lease)) as client:
+        client.page_session()
+        assert api.get("/activity").json()["requests_in_flight"] >= 1
+        assert metric(api, 'penelope_cdp_connections_total{event="opened"}') == opened_before + 1
+    wait_until(lambda: api.get("/activity").json()["requests_in_flight"] == 0, what="the connection uncounted")
+    opened = wait_until(lambda: log_rows(worker, "cdp/opened"), what="the opened row")
+    assert opened[-1] == ("cdp/opened", "/api/v1/main/cdp from 127.0.0.1", 101)
+    closed = wait_until(lambda: len(log_rows(worker, "cdp/closed")) >= len(opened) and log_rows(worker, "cdp/closed"))
+    assert closed[-1] == ("cdp/closed", "/api/v1/main/cdp from 127.0.0.1: The client disconnected.", 200)
+
+
+def test_a_message_of_many_megabytes_passes_both_ways(worker, api, lease):
+    size = 20 * 1024 * 1024
+    with RawCdp(token_url(worker, api, lease)) as client:
+        session = client.page_session()
+        back = client.result("Runtime.evaluate", {"expression": f"'x'.repeat({size})", "returnByValue": True}, session)
+        assert len(back["result"]["value"]) == size
+        sent = client.result("Runtime.evaluate", {"expression": f"'{'y' * size}'.length"}, session)
+        assert sent["result"]["value"] == size
+
+
+def test_every_other_socket_keeps_daphne_s_one_mebibyte(worker):
+    headers = {"Authorization": f"Bearer {worker.key}"}
+    with connect(worker.base_url.replace("http", "ws") + "/api/v1/events", additional_headers=headers, open_timeout=10) as events:
+        events.send("x" * (2 * 1024 * 1024))
+        assert closed_with(events)[0] in (1009, None)  # too big: the server ends the connection
+
+
+# --- no way in but the token -------------------------------------------------------------------------
+
+
+def listening_inodes() -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def test_the_browser_opens_no_port_a_local_process_could_reach(worker):
+    browsers = [pid for pid in os.listdir("/proc") if pid.isdigit() and _is_browser_of(pid, worker.store)]
+    assert browsers, "the worker's Chromium processes"
+    listening = listening_inodes()
+    for pid in browsers:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        assert not any(arg.startswith("--remote-debugging-port") for arg in command)
+        try:
+            sockets = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        except (FileNotFoundError, PermissionError):
+            continue  # a process that ended meanwhile
+        held = {link.removeprefix("socket:[").removesuffix("]") for link in sockets if link.startswith("socket:[")}
+        assert not held & listening, f"Chromium process {pid} listens on TCP"
+    main = next(pid for pid in browsers if "--type=" not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
+    assert "--remote-debugging-pipe" in Path(f"/proc/{main}/cmdline").read_text(errors="replace")
+
+
+def _is_browser_of(pid: str, store: Path) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except (FileNotFoundError, PermissionError):
+        return False
+    return "chrom" in command.split("\0")[0] and str(store) in command

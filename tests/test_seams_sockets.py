@@ -1,0 +1,128 @@
+"""The upstream behaviour pieces 16 to 18 of core/seams rely on, one test
+each beside tests/test_seams.py's (here, in a module of their own: a test
+there leaves an event loop running in its thread, where Playwright's sync
+API and asyncio.run refuse to start)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from core import seams
+
+# --- 16. a socket's message size by path, and a close's reason ----------------------------------
+
+
+def test_autobahn_reads_the_limits_per_connection_and_daphne_drops_a_close_s_reason():
+    """autobahn copies the factory's `maxMessagePayloadSize` and
+    `maxFramePayloadSize` onto a protocol once, when its connection is made
+    (only those the protocol does not have yet), so `size_socket_messages`
+    can set them in `onConnect` for one connection; and daphne's close takes
+    the code alone. If this fails: autobahn reads the factory's limits
+    itself now (adapt the seam), or daphne sends the reason (drop that half).
+    tests/test_cdp.py checks both on a real worker."""
+    from autobahn.websocket.protocol import WebSocketProtocol, WebSocketServerProtocol
+    from daphne import ws_protocol
+
+    assert {"maxMessagePayloadSize", "maxFramePayloadSize"} <= set(WebSocketServerProtocol.CONFIG_ATTRS)
+    assert "if not hasattr(self, configAttr)" in inspect.getsource(WebSocketProtocol._connectionMade)
+    assert list(inspect.signature(ws_protocol.WebSocketProtocol.serverClose).parameters) == ["self", "code"]
+    assert 'self.serverClose(code=message.get("code", None))' in inspect.getsource(ws_protocol.WebSocketProtocol.handle_reply)
+
+
+def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_the_reason(monkeypatch):
+    from daphne import ws_protocol
+
+    monkeypatch.setattr(ws_protocol.WebSocketFactory, "protocol", ws_protocol.WebSocketFactory.protocol)
+    sized = seams.size_socket_messages(lambda path: 99 if path.startswith("/big/") else None)
+    assert ws_protocol.WebSocketFactory.protocol is sized
+    seen = []
+    monkeypatch.setattr(ws_protocol.WebSocketProtocol, "onConnect", lambda self, request: seen.append(request.path))
+    big, small = sized.__new__(sized), sized.__new__(sized)
+    big.maxMessagePayloadSize = big.maxFramePayloadSize = small.maxMessagePayloadSize = small.maxFramePayloadSize = 7
+
+    class Request:
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+    big.onConnect(Request("/big/x"))
+    small.onConnect(Request("/other"))
+    assert (big.maxMessagePayloadSize, big.maxFramePayloadSize) == (99, 99)
+    assert (small.maxMessagePayloadSize, small.maxFramePayloadSize) == (7, 7) and seen == ["/big/x", "/other"]
+    closes = []
+    big.state, big.sendClose = sized.STATE_OPEN, lambda **close: closes.append(close)
+    big.handle_reply({"type": "websocket.close", "code": 4001, "reason": "The lease ended."})
+    assert closes == [{"code": 4001, "reason": "The lease ended."}]
+
+
+# --- 17. a consumer's dispatch without the database ---------------------------------------------
+
+
+async def test_channels_closes_old_connections_before_each_message_and_the_seam_does_not(monkeypatch):
+    """channels 4.3's `AsyncConsumer.dispatch` awaits `aclose_old_connections`
+    (a hop to a thread) before every handler; `NoDatabaseDispatch` calls
+    the handler alone. If the first half fails, channels no longer hops
+    (remove the seam)."""
+    import channels.consumer
+    from channels.consumer import AsyncConsumer
+
+    hops = []
+
+    async def recorded() -> None:
+        hops.append("hop")
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", recorded)
+    handled = []
+
+    class Upstream(AsyncConsumer):
+        async def websocket_receive(self, message: dict) -> None:
+            handled.append(message["text"])
+
+    class Ours(seams.NoDatabaseDispatch, Upstream):
+        pass
+
+    await Upstream().dispatch({"type": "websocket.receive", "text": "a"})
+    assert hops == ["hop"] and handled == ["a"]
+    await Ours().dispatch({"type": "websocket.receive", "text": "b"})
+    assert hops == ["hop"] and handled == ["a", "b"]
+    with pytest.raises(ValueError, match="No handler"):
+        await Ours().dispatch({"type": "websocket.unknown"})
+
+
+# --- 18. a CDP session's messages, under Playwright's API -----------------------------------------
+
+
+def test_send_cdp_sends_at_once_and_on_cdp_events_hears_every_event():
+    """`send_cdp` sends through the CDP session's connection as an internal
+    call and answers the future of its result; `on_cdp_events` hears each
+    event as `{"method", "params"}`. If this fails, Playwright moved its
+    connection or the session's event: adapt core/seams/browser.py (the
+    mux, cdp/mux.py, sends and hears everything through them)."""
+    from tests.support.faults import real_chromium
+
+    asyncio.run(heard_and_answered(real_chromium()))
+
+
+async def heard_and_answered(executable: str) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            session = await page.context.new_cdp_session(page)
+            heard = []
+            seams.on_cdp_events(session, heard.append)
+            sent = seams.send_cdp(session, "Runtime.evaluate", {"expression": "console.log('hi'); 6 * 7"})
+            enabled = seams.send_cdp(session, "Runtime.enable", {})
+            assert (await sent)["result"]["result"]["value"] == 42  # the first sent answered first: in order
+            await enabled
+            await page.evaluate("console.log('heard')")
+            while not any(event["method"] == "Runtime.consoleAPICalled" for event in heard):
+                await asyncio.sleep(0.01)
+            called = next(event for event in heard if event["method"] == "Runtime.consoleAPICalled")
+            assert called["params"]["args"][0]["value"] in ("hi", "heard")
+        finally:
+            await browser.close()
