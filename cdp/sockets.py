@@ -5,8 +5,13 @@ answered: a token that is unknown, expired, ended or used already is refused
 with 403 and no CDP message passes. Once open, every message goes through
 the client's bridge (cdp/bridge.py). The connection closes when the token
 expires, when its lease ends (released, broken, or the page closed), at a
-DELETE of the page's tokens, and when the browser goes; the close's reason
-says which.
+DELETE of the page's tokens, and when the browser or the page's tab goes;
+the close's reason says which.
+
+A plain ASGI application, not a channels consumer: a CDP client sends one
+message per step, and channels' dispatch (a task per receive, a hop to a
+thread to close database connections this socket never opens) would cost
+each step more than the bridge itself does (docs/BENCHMARKS.md, "Issue 43").
 
 An open connection counts as a request in flight: a sleepy worker stays
 awake while a script drives a page.
@@ -18,8 +23,9 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 
@@ -27,66 +33,94 @@ from cdp.bridge import Bridge
 from cdp.grants import Grant
 from core.errors import Refusal
 from core.runtime import runtime_of
-from core.seams import NoDatabaseDispatch
 from core.writable import Writable
 
 log = logging.getLogger("penelope.cdp")
 
 # Close codes: the grant ended (token expired, lease ended, revoked), the
-# browser went, the client reads too slowly.
+# browser or the page's tab went, the client reads too slowly.
 ENDED, BROWSER_GONE, TOO_SLOW = 4001, 4002, 4008
 # Characters of messages to the client queued at once before it counts as too slow.
 MAX_QUEUED = 512 * 1024 * 1024
 
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-class CdpSocket(NoDatabaseDispatch, AsyncWebsocketConsumer):
-    grant: Grant | None = None
-    bridge: Bridge | None = None
 
-    async def connect(self) -> None:
-        self.runtime = runtime = runtime_of(self)
-        grant = runtime.cdp.grants.take(self.scope["url_route"]["kwargs"]["token"])
-        if grant is None:
-            await self.close()  # before the accept: the handshake answers 403
-            return
-        try:
-            tab = await runtime.pages.ensure_tab(grant.page, settings.PAGE_WAIT_S)
-            mux = await runtime.cdp.mux()
-            home = await runtime.cdp.target_of(tab)
-        except (Refusal, PlaywrightError, RuntimeError) as error:
-            log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
-            runtime.cdp.grants.end(grant, "The page has no tab now.")
-            await self.close()
-            return
-        await self.accept()
+async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """The ASGI application of `/cdp/<token>` (penelope_site/asgi.py)."""
+    if (await receive())["type"] != "websocket.connect":
+        return
+    runtime = runtime_of(scope)
+    grant = runtime.cdp.grants.take(scope["url_route"]["kwargs"]["token"])
+    if grant is None:
+        await send({"type": "websocket.close"})  # before the accept: the handshake answers 403
+        return
+    try:
+        tab = await runtime.pages.ensure_tab(grant.page, settings.PAGE_WAIT_S)
+        mux = await runtime.cdp.mux()
+        home = await runtime.cdp.target_of(tab)
+    except (Refusal, PlaywrightError, RuntimeError) as error:
+        log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
+        runtime.cdp.grants.end(grant, "The page has no tab now.")
+        await send({"type": "websocket.close"})
+        return
+    await send({"type": "websocket.accept"})
+    await Connection(runtime, grant, scope, send).serve(mux, home, receive)
+
+
+class Connection:
+    """One open CDP connection: its bridge, its queue to the client, its end."""
+
+    def __init__(self, runtime: Any, grant: Grant, scope: dict[str, Any], send: Send) -> None:
+        self.runtime = runtime
+        self.grant = grant
+        self.send = send
         self.queue: deque[str] = deque()
         self.queued = 0  # characters in the queue
         self.fresh = asyncio.Event()
         self.why = "The client disconnected."
-        self.who = _who(self.scope)
-        self.bridge = Bridge(
+        self.closing: tuple[int, str] | None = None
+        self.who = _who(scope)
+        self.writable = Writable.of(send)
+
+    async def serve(self, mux: Any, home: str, receive: Receive) -> None:
+        runtime, grant = self.runtime, self.grant
+        bridge = Bridge(
             mux, home, out=self.deliver, budget=runtime.pages,
             refused=lambda method: runtime.cdp.refused(grant.page_id, method), page_name=grant.page_id,
         )
-        self.bridge.gone = lambda why: self._end(why, BROWSER_GONE)
-        self.grant = grant
-        grant.on_end.append(self._end)
-        self.expiry = asyncio.get_running_loop().call_later(
+        bridge.gone = lambda why: self.end(why, BROWSER_GONE)
+        grant.on_end.append(self.end)
+        expiry = asyncio.get_running_loop().call_later(
             max(0.0, grant.expires_at - time.time()), lambda: runtime.cdp.grants.end(grant, "The token expired.")
         )
         runtime.tracker.requests_in_flight += 1
-        self.started_at = runtime.cdp.opened(grant.page_id, self.who)
-        self.writable = Writable.of(self.base_send)
-        self.sender = runtime.tasks.spawn(self._send_loop(), about="a CDP client's messages")
+        started_at = runtime.cdp.opened(grant.page_id, self.who)
+        sender = runtime.tasks.spawn(self._send_all(), about="a CDP client's messages")
         if not grant.usable():  # ended while the connection opened
-            self._end("The lease ended.")
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.bridge is None:
-            return
-        if text_data is None:
-            text_data = (bytes_data or b"").decode("utf-8", "replace")
-        await self.bridge.receive(text_data)
+            self.end("The lease ended.")
+        try:
+            while True:
+                message = await receive()
+                kind = message["type"]
+                if kind == "websocket.disconnect":
+                    break
+                if kind == "websocket.receive" and self.closing is None:
+                    text = message.get("text")
+                    await bridge.receive(text if text is not None else (message.get("bytes") or b"").decode("utf-8", "replace"))
+        finally:
+            expiry.cancel()
+            sender.cancel()
+            if self.end in grant.on_end:
+                grant.on_end.remove(self.end)
+            try:
+                runtime.cdp.grants.end(grant, self.why)
+                await bridge.close()
+            finally:
+                runtime.tracker.requests_in_flight -= 1
+                runtime.tracker.touch()
+                runtime.cdp.closed(grant.page_id, self.who, self.why, started_at)
 
     # --- to the client -------------------------------------------------------------------
 
@@ -97,9 +131,16 @@ class CdpSocket(NoDatabaseDispatch, AsyncWebsocketConsumer):
         if self.queued > MAX_QUEUED:
             self.queue.clear()
             self.queued = 0
-            self._end("The client read its messages too slowly.", TOO_SLOW)
+            self.end("The client read its messages too slowly.", TOO_SLOW)
 
-    async def _send_loop(self) -> None:
+    def end(self, why: str, code: int = ENDED) -> None:
+        """Close the connection, once its queue is sent, saying why."""
+        if self.closing is None:
+            self.why = why
+            self.closing = (code, why[:120])
+            self.fresh.set()
+
+    async def _send_all(self) -> None:
         try:
             while True:
                 await self.fresh.wait()
@@ -109,31 +150,14 @@ class CdpSocket(NoDatabaseDispatch, AsyncWebsocketConsumer):
                         await self.writable.open.wait()
                     text = self.queue.popleft()
                     self.queued -= len(text)
-                    await self.send(text_data=text)
+                    await self.send({"type": "websocket.send", "text": text})
+                if self.closing is not None:
+                    code, reason = self.closing
+                    await self.send({"type": "websocket.close", "code": code, "reason": reason})
+                    return
         except Exception as error:  # daphne raises on a send after the connection closed
             log.debug("a CDP client's connection went while it was sent to", exc_info=True)
-            self._end(f"The connection failed: {error}")
-
-    def _end(self, why: str, code: int = ENDED) -> None:
-        self.why = why
-        self.runtime.tasks.spawn(self.close(code, why[:120]), about="closing a CDP connection")
-
-    async def disconnect(self, code: int) -> None:
-        grant, bridge = self.grant, self.bridge
-        if grant is None or bridge is None:
-            return
-        self.grant = self.bridge = None
-        self.expiry.cancel()
-        self.sender.cancel()
-        if self._end in grant.on_end:
-            grant.on_end.remove(self._end)
-        try:
-            self.runtime.cdp.grants.end(grant, self.why)
-            await bridge.close()
-        finally:
-            self.runtime.tracker.requests_in_flight -= 1
-            self.runtime.tracker.touch()
-            self.runtime.cdp.closed(grant.page_id, self.who, self.why, self.started_at)
+            self.why = f"The connection failed: {error}"
 
 
 def _who(scope: dict) -> str:

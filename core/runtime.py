@@ -19,9 +19,9 @@ class NoRuntime(LookupError):
 
 def runtime_of(holder: Any) -> Any:
     """The runtime of a request (Django's or DRF's) or of a socket's consumer:
-    whatever carries the ASGI scope it came in with. A WSGI request (Django's
+    whatever carries the ASGI scope it came in with, or the scope itself. A WSGI request (Django's
     test client, in the admin's tests) carries it in its environ."""
-    scope = getattr(holder, "scope", None)
+    scope = holder if isinstance(holder, dict) else getattr(holder, "scope", None)
     if scope is None:
         scope = getattr(holder, "META", {})
     try:

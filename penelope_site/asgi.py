@@ -22,7 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from cdp.sockets import CdpSocket  # noqa: E402
+from cdp.sockets import cdp_socket  # noqa: E402
 from core.runtime import with_runtime  # noqa: E402
 from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402
@@ -45,7 +45,7 @@ def build_application(runtime: object) -> object:
                 [
                     path("api/v1/events", EventStream.as_asgi()),
                     path("live/<str:token>/ws", LiveSocket.as_asgi()),
-                    path("cdp/<str:token>", CdpSocket.as_asgi()),
+                    path("cdp/<str:token>", cdp_socket),
                     re_path(r"", NoSocket.as_asgi()),
                 ]
             ),

@@ -1,4 +1,4 @@
-"""The upstream behaviour pieces 16 to 18 of core/seams rely on, one test
+"""The upstream behaviour pieces 16 and 17 of core/seams rely on, one test
 each beside tests/test_seams.py's (here, in a module of their own: a test
 there leaves an event loop running in its thread, where Playwright's sync
 API and asyncio.run refuse to start)."""
@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-
-import pytest
 
 from core import seams
 
@@ -57,41 +55,7 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
     assert closes == [{"code": 4001, "reason": "The lease ended."}]
 
 
-# --- 17. a consumer's dispatch without the database ---------------------------------------------
-
-
-async def test_channels_closes_old_connections_before_each_message_and_the_seam_does_not(monkeypatch):
-    """channels 4.3's `AsyncConsumer.dispatch` awaits `aclose_old_connections`
-    (a hop to a thread) before every handler; `NoDatabaseDispatch` calls
-    the handler alone. If the first half fails, channels no longer hops
-    (remove the seam)."""
-    import channels.consumer
-    from channels.consumer import AsyncConsumer
-
-    hops = []
-
-    async def recorded() -> None:
-        hops.append("hop")
-
-    monkeypatch.setattr(channels.consumer, "aclose_old_connections", recorded)
-    handled = []
-
-    class Upstream(AsyncConsumer):
-        async def websocket_receive(self, message: dict) -> None:
-            handled.append(message["text"])
-
-    class Ours(seams.NoDatabaseDispatch, Upstream):
-        pass
-
-    await Upstream().dispatch({"type": "websocket.receive", "text": "a"})
-    assert hops == ["hop"] and handled == ["a"]
-    await Ours().dispatch({"type": "websocket.receive", "text": "b"})
-    assert hops == ["hop"] and handled == ["a", "b"]
-    with pytest.raises(ValueError, match="No handler"):
-        await Ours().dispatch({"type": "websocket.unknown"})
-
-
-# --- 18. a CDP session's messages, under Playwright's API -----------------------------------------
+# --- 17. a CDP session's messages, under Playwright's API -----------------------------------------
 
 
 def test_send_cdp_sends_at_once_and_on_cdp_events_hears_every_event():

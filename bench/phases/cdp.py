@@ -89,6 +89,32 @@ def bare_steps(url: str, target_id: str, count: int) -> list[float]:
     return samples
 
 
+async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float], list[float]]:
+    """The hop the worker cannot skip: a CDP round trip from Python through
+    Playwright's driver and its pipe (as the mux sends), on a Chromium of
+    this process's own that also has a port for the direct reference."""
+    from core.seams import send_cdp
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", f"--remote-debugging-port={port}"]
+        )
+        page = await browser.new_page()
+        await page.evaluate(f"document.title = '{MARK}'")
+        session = await page.context.new_cdp_session(page)
+        samples = []
+        for number in range(count + count // 5):
+            began = time.perf_counter()
+            await send_cdp(session, "Runtime.evaluate", {"expression": "1+1"})
+            if number >= count // 5:
+                samples.append(time.perf_counter() - began)
+        target = next(t["id"] for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["title"] == MARK)
+        direct = httpx.get(f"http://127.0.0.1:{port}/json/version").json()["webSocketDebuggerUrl"]
+        straight = await asyncio.to_thread(bare_steps, direct, target, count)
+        await browser.close()
+    return samples, straight
+
+
 def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
     count = 200 if plan.name == "quick" else 1000
     port = free_port()
@@ -119,6 +145,12 @@ def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
                 rows.append((name, p50_ms(through), p50_ms(straight)))
     finally:
         worker.stop()
+    piped, straight = asyncio.run(pipe_steps(chromium(), free_port(), count))
+    report.add(Row(
+        f"The floor under it: a `Runtime.evaluate` from Python through Playwright's driver and pipe, p50 of {count}",
+        ms(p50_ms(piped)), f"straight to the same Chromium: {ms(p50_ms(straight))}",
+        f"+{p50_ms(piped) - p50_ms(straight):.3f} ms",
+    ))
     for name, through, straight in rows:
         extra = through - straight
         report.add(Row(

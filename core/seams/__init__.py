@@ -2,19 +2,19 @@
 DRF, adrf, daphne or Twisted internal, and every use of a private name of
 theirs (or of Playwright's or channels'), and nothing else.
 
-Pieces 1 to 8, 14, 16 and 17 replace upstream code for a gain that was
+Pieces 1 to 8, 14 and 16 replace upstream code for a gain that was
 measured (or, for four of them, a behaviour the contract needs); pieces 9
-to 13, 15 and 18 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
+to 13, 15 and 17 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
 upstream version can change what it relies on without a word.
-`tests/test_seams.py` (pieces 16 to 18: tests/test_seams_sockets.py) has one test per piece that checks the upstream
+`tests/test_seams.py` (pieces 16 and 17: tests/test_seams_sockets.py) has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 2, 5,
 9), `rest` (3, 4, 10), `server` (6, 7, 11, 14, 16), `sqlite` (12), `orm` (8,
-13), `browser` (15, 18) and `consumers` (17); each is imported here under its own name. Written against Django
+13) and `browser` (15, 17); each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
-Twisted 26.10.0, asgiref 3.13.0; channels 4.3.2 and Playwright 1.65.2.
+Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
 
 1. `ThreadlessApiHandler` replaces `django.core.handlers.asgi.ASGIHandler.__call__`
    and `handle` (Django 5.2.19) for paths under /api/ with `handle_api`.
@@ -194,14 +194,7 @@ Twisted 26.10.0, asgiref 3.13.0; channels 4.3.2 and Playwright 1.65.2.
     message both ways, the reasons of its closes) and
     tests/test_seams_sockets.py.
 
-17. `NoDatabaseDispatch` replaces `channels.consumer.AsyncConsumer.dispatch`
-    (channels 4.3.2) for a consumer that never touches the database: it
-    calls the handler without first awaiting `aclose_old_connections()`,
-    which is `sync_to_async(close_old_connections)`, a hop to a thread for
-    every message a socket receives. Gain, docs/BENCHMARKS.md "Issue 43":
-    a CDP step through the worker.
-
-18. `send_cdp` sends a CDP message on a Playwright `CDPSession` through
+17. `send_cdp` sends a CDP message on a Playwright `CDPSession` through
     its connection's `send_message_to_server` as an internal call
     (Playwright 1.65.2, `_impl_obj._connection`), where the public
     `CDPSession.send` is a coroutine that sends once it is scheduled and
@@ -232,7 +225,6 @@ documents as its models' public API (`Model._meta`, `Model._state`,
 from __future__ import annotations
 
 from core.seams.browser import download_file_of, on_cdp_events, send_cdp
-from core.seams.consumers import NoDatabaseDispatch
 from core.seams.handler import (
     THREADLESS_PREFIX,
     MiddlewareChain,
@@ -260,7 +252,6 @@ __all__ = [
     "THREADLESS_PREFIX",
     "InlineDispatch",
     "MiddlewareChain",
-    "NoDatabaseDispatch",
     "ThreadlessApiHandler",
     "WholeBodyRequest",
     "asyncio_loop_of",
