@@ -59,7 +59,9 @@ class Bridge(Targets):
         self.tabs: dict[str, Tab] = {home: Tab(fake_id(), home)}  # page target id: its tab
         self.own_tabs: set[str] = set()  # the pages it opened: closed at its end
         self.routes: dict[str, list[str]] = {}  # session id: nested sessions from the mux's
-        self.attached: dict[str, str] = {}  # page target id: its session at the browser level
+        self.attached: dict[str, tuple[str, str | None]] = {}  # a page's session: (the page, the session it came in)
+        self.browser_sessions: set[str] = set()  # the client's own sessions at the browser level
+        self.caller: str | None = None  # the browser-level session of the call being answered
         self.tab_sessions: dict[str, Tab] = {}
         self.auto_attach: list | None = None  # the client's filter, while it auto-attaches
         self.discover: list | None = None
@@ -90,8 +92,9 @@ class Bridge(Targets):
                 if self.on_refused is not None:
                     self.on_refused(method)
                 raise Refused(f"{method} is refused: {why}.")
-            if session_id is None:
-                self._answer(call_id, None, await self._browser_call(method, params))
+            if session_id is None or session_id in self.browser_sessions:
+                self.caller = session_id
+                self._answer(call_id, session_id, await self._browser_call(method, params))
             elif session_id in self.tab_sessions:
                 self._answer(call_id, session_id, await self._tab_call(self.tab_sessions[session_id], method, params))
             else:
@@ -175,13 +178,10 @@ class Bridge(Targets):
     def detached(self, session_id: str) -> None:
         """A session at the top of a route ended (its target closed, or we detached it)."""
         self._forget(session_id)
-        page = next((page for page, held in self.attached.items() if held == session_id), None)
-        if page is None:
-            return
-        del self.attached[page]
-        tab = self.tabs.get(page)
-        parent = tab.session if tab is not None else None
-        self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": page}, parent)
+        held = self.attached.pop(session_id, None)
+        if held is not None:
+            page, parent = held
+            self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": page}, parent)
 
     def _forget(self, session_id: str) -> None:
         for held in [held for held, route in self.routes.items() if session_id in route]:

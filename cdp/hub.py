@@ -72,9 +72,9 @@ class CdpHub:
         metrics.cdp_connection("closed")
         self._log(page_id, "cdp/closed", f"{who}: {why}", 200, started_at, (time.time() - started_at) * 1000)
 
-    def refused(self, page_id: str, method: str) -> None:
+    def refused(self, page_id: str, method: str, who: str) -> None:
         metrics.cdp_refused(method)
-        self._log(page_id, "cdp/refused", method, 403, time.time(), 0.0)
+        self._log(page_id, "cdp/refused", f"{who}: {method}", 403, time.time(), 0.0)
 
     def _log(self, page_id: str, route: str, detail: str, status: int, started_at: float, duration_ms: float) -> None:
         self.request_log.record(

@@ -28,7 +28,6 @@ REFUSED = {
     ),
     "Target.createBrowserContext": "a new context could carry a proxy of its own; open tabs in the persona's context",
     "Target.disposeBrowserContext": "the persona's context is the worker's",
-    "Target.attachToBrowserTarget": "the browser target would reach every page of the persona",
     "Target.exposeDevToolsProtocol": "it would hand the page a CDP channel outside the worker's rules",
     "Target.setRemoteLocations": "the browser's discovery settings are the worker's",
     "Target.sendMessageToTarget": "the flat protocol only: send with a sessionId",

@@ -88,7 +88,7 @@ class Connection:
         runtime, grant = self.runtime, self.grant
         bridge = Bridge(
             mux, home, out=self.deliver, budget=runtime.pages,
-            refused=lambda method: runtime.cdp.refused(grant.page_id, method), page_name=grant.page_id,
+            refused=lambda method: runtime.cdp.refused(grant.page_id, method, self.who), page_name=grant.page_id,
         )
         bridge.gone = lambda why: self.end(why, BROWSER_GONE)
         grant.on_end.append(self.end)

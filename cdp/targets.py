@@ -66,7 +66,9 @@ class Targets:
     tabs: dict[str, Tab]
     own_tabs: set[str]
     routes: dict[str, list[str]]
-    attached: dict[str, str]
+    attached: dict[str, tuple[str, str | None]]
+    browser_sessions: set[str]
+    caller: str | None
     tab_sessions: dict[str, Tab]
     auto_attach: tuple | None
     discover: tuple | None
@@ -122,8 +124,26 @@ class Targets:
     async def _close_target(self, params: dict[str, Any]) -> dict[str, Any]:
         target = self._page_of(params.get("targetId"))
         if target == self.home:
-            raise Refused(f"Page {self.page_name} is the worker's: release its lease instead of closing it.")
+            self._let_go_of_home()
+            return {"success": True}
         return await self.mux.call("Target.closeTarget", {"targetId": target})
+
+    def _let_go_of_home(self) -> None:
+        """A client closing its leased page: the page is the worker's and
+        stays open, so the client is detached from it, and told it closed."""
+        for session_id, (page, _parent) in list(self.attached.items()):
+            if page == self.home:
+                self.mux.detach(session_id)
+                self.detached(session_id)
+        tab = self.tabs.get(self.home)
+        if self.discover is not None and tab is not None:
+            for target, kind in ((self.home, "page"), (tab.id, "tab")):
+                if allows(self.discover[0], kind):
+                    self._event("Target.targetDestroyed", {"targetId": target}, self.caller)
+        self._drop(self.home)
+
+    def detached(self, session_id: str) -> None:
+        raise NotImplementedError  # the bridge's
 
     async def _activate_target(self, params: dict[str, Any]) -> dict[str, Any]:
         return await self.mux.call("Target.activateTarget", {"targetId": self._page_of(params.get("targetId"))})
@@ -134,9 +154,20 @@ class Targets:
         target = params.get("targetId")
         tab = next((tab for tab in self.tabs.values() if tab.id == target), None)
         if tab is not None:
-            return {"sessionId": self._attach_tab(tab)}
+            return {"sessionId": self._attach_tab(tab, parent=self.caller)}
         page = self._page_of(target)
-        session_id = await self._attach_page(page, parent=None)
+        session_id = await self._attach_page(page, parent=self.caller)
+        return {"sessionId": session_id}
+
+    async def _attach_to_browser_target(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A session at the browser level of the client's own (Playwright opens
+        one for `new_cdp_session`): its calls are answered as the bridge answers
+        the connection's, under the same rules; no browser session of Chromium's
+        is attached for it."""
+        session_id = fake_id()
+        self.browser_sessions.add(session_id)
+        info = (await self.mux.call("Target.getTargetInfo", {}))["targetInfo"]
+        self._event("Target.attachedToTarget", {"sessionId": session_id, "targetInfo": info, "waitingForDebugger": False}, self.caller)
         return {"sessionId": session_id}
 
     async def _detach_from_target(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +175,11 @@ class Targets:
         if session_id in self.tab_sessions:
             tab = self.tab_sessions.pop(session_id)
             tab.session = None
-            self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": tab.id})
+            self._event("Target.detachedFromTarget", {"sessionId": session_id, "targetId": tab.id}, self.caller)
+            return {}
+        if session_id in self.browser_sessions:
+            self.browser_sessions.discard(session_id)
+            self._event("Target.detachedFromTarget", {"sessionId": session_id}, self.caller)
             return {}
         if session_id not in self.routes or len(self.routes[session_id]) != 1:
             raise Refused("No session with that id is attached at the browser level.", NO_SESSION)
@@ -164,7 +199,7 @@ class Targets:
             if params.get("autoAttach"):
                 if not params.get("flatten"):
                     raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
-                if tab.page not in self.attached:
+                if (tab.page, tab.session) not in self.attached.values():
                     await self._attach_page(tab.page, parent=tab.session)
             return {}
         if method == "Runtime.runIfWaitingForDebugger":
@@ -207,8 +242,8 @@ class Targets:
             return
         if allows(wanted, "tab"):
             if tab.session is None:
-                self._attach_tab(tab)
-        elif allows(wanted, "page") and page not in self.attached:
+                self._attach_tab(tab, parent=None)
+        elif allows(wanted, "page") and (page, None) not in self.attached.values():
             await self._attach_page(page, parent=None)
 
     async def _announce_quietly(self, page: str) -> None:
@@ -217,12 +252,12 @@ class Targets:
         except PlaywrightError as error:
             log.debug("a CDP client's new page %s was not attached: %s", page, error)
 
-    def _attach_tab(self, tab: Tab) -> str:
+    def _attach_tab(self, tab: Tab, *, parent: str | None) -> str:
         tab.session = fake_id()
         self.tab_sessions[tab.session] = tab
         info = {"targetId": tab.id, "type": "tab", "title": "", "url": "", "attached": True,
                 "canAccessOpener": False, "browserContextId": self.mux.default_context_id}
-        self._event("Target.attachedToTarget", {"sessionId": tab.session, "targetInfo": info, "waitingForDebugger": False})
+        self._event("Target.attachedToTarget", {"sessionId": tab.session, "targetInfo": info, "waitingForDebugger": False}, parent)
         return tab.session
 
     async def _attach_page(self, page: str, *, parent: str | None) -> str:
@@ -231,7 +266,7 @@ class Targets:
             self.mux.detach(session_id)
             raise Refused("The connection is closing.")
         self.routes[session_id] = [session_id]
-        self.attached[page] = session_id
+        self.attached[session_id] = (page, parent)
         info = {**await self._info_of(page), "attached": True}
         self._event("Target.attachedToTarget", {"sessionId": session_id, "targetInfo": info, "waitingForDebugger": False}, parent)
         return session_id
@@ -277,6 +312,7 @@ BROWSER_CALLS = {
     "Target.closeTarget": Targets._close_target,
     "Target.activateTarget": Targets._activate_target,
     "Target.attachToTarget": Targets._attach_to_target,
+    "Target.attachToBrowserTarget": Targets._attach_to_browser_target,
     "Target.detachFromTarget": Targets._detach_from_target,
     "Target.getBrowserContexts": Targets._get_browser_contexts,
     "Browser.getWindowForTarget": Targets._get_window_for_target,

@@ -146,6 +146,16 @@ def test_playwright_from_another_process_drives_the_leased_page_and_the_api_sees
         api.delete(f"/{name}")
 
 
+def test_playwright_s_own_cdp_sessions_work_and_closing_the_leased_page_lets_go_of_it(worker, api, lease):
+    ran = subprocess.run(
+        [sys.executable, "-m", "tests.support.cdp_client", token_url(worker, api, lease)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.splitlines()[-1]) == {"evaluated": 42, "targets": ["page"], "closed": True}
+    assert api.get("/main").json()["tab"] == "open"  # the worker's page stayed
+
+
 @pytest.mark.skipif(not (NODE_MODULES / "puppeteer-core").is_dir(), reason="scripts/setup.sh dev installs puppeteer-core")
 def test_puppeteer_over_node_drives_the_leased_page(worker, api, lease, site, tmp_path):
     script = tmp_path / "drive.js"
@@ -206,13 +216,18 @@ def test_what_a_client_must_not_do_is_refused_in_the_worker(worker, api, lease, 
         client.result("Runtime.evaluate", {"expression": "location.href = 'file:///etc/passwd'"}, session)
         href = client.result("Runtime.evaluate", {"expression": "location.href"}, session)["result"]["value"]
         assert not href.startswith("file:")
-        # The persona's page is the worker's to close.
+        # The persona's page is the worker's to close: the client is only let go of it.
         target = client.result("Target.getTargetInfo", {}, session)["targetInfo"]["targetId"]
-        assert "release its lease" in error_of(client.call("Target.closeTarget", {"targetId": target}))
+        assert client.result("Target.closeTarget", {"targetId": target}) == {"success": True}
+        assert any(event.get("method") == "Target.detachedFromTarget" and event["params"]["sessionId"] == session
+                   for event in client.events)
+        assert client.result("Target.getTargets")["targetInfos"] == []
+        assert "not found" in error_of(client.call("Runtime.evaluate", {"expression": "1"}, session))
     assert api.get("/main").json()["tab"] == "open"
     assert list(tmp_path.iterdir()) == []
     refused = wait_until(lambda: log_rows(worker, "cdp/refused"), what="the refusals' rows")
-    assert {"/api/v1/main/cdp Browser.close", "/api/v1/main/cdp DOM.setFileInputFiles"} <= {path for _, path, _ in refused}
+    paths = {path for _, path, _ in refused}
+    assert {"/api/v1/main/cdp from 127.0.0.1: Browser.close", "/api/v1/main/cdp from 127.0.0.1: DOM.setFileInputFiles"} <= paths
     assert metric(api, 'penelope_cdp_refused_total{method="Browser.close"}') >= 2
 
 
@@ -309,7 +324,8 @@ def test_an_open_connection_is_work_and_is_logged_and_counted(worker, api, lease
     opened_before = metric(api, 'penelope_cdp_connections_total{event="opened"}')
     with RawCdp(token_url(worker, api, lease)) as client:
         client.page_session()
-        assert api.get("/activity").json()["requests_in_flight"] >= 1
+        activity = api.get("/activity").json()
+        assert activity["requests_in_flight"] >= 1 and activity["cdp_connections"] == 1
         assert metric(api, 'penelope_cdp_connections_total{event="opened"}') == opened_before + 1
     wait_until(lambda: api.get("/activity").json()["requests_in_flight"] == 0, what="the connection uncounted")
     opened = wait_until(lambda: log_rows(worker, "cdp/opened"), what="the opened row")

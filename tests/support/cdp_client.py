@@ -1,11 +1,12 @@
 """A CDP client for the CDP tests: the raw one (a WebSocket and JSON, for
 the worker's own rules), and a Playwright script run in a process of its own
-(`python -m tests.support.cdp_client URL SITE`), as a user's script runs.
+(`python -m tests.support.cdp_client URL [SITE]`), as a user's script runs.
 
 The script connects with `connect_over_cdp`, drives the leased page on the
 test site (navigate, fill, click, a screenshot, `route` interception, the
 console and request events), opens a tab of its own, and prints what it saw
-as one JSON line."""
+as one JSON line; without SITE, it opens Playwright's raw CDP sessions and
+closes the leased page."""
 
 from __future__ import annotations
 
@@ -94,5 +95,25 @@ async def drive(url: str, site: str) -> dict[str, Any]:
     return seen
 
 
+
+
+async def own_sessions(url: str) -> dict[str, Any]:
+    """Playwright's raw CDP sessions, and its close of the leased page."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.connect_over_cdp(url)
+        page = browser.contexts[0].pages[0]
+        session = await browser.contexts[0].new_cdp_session(page)
+        seen = {"evaluated": (await session.send("Runtime.evaluate", {"expression": "40 + 2"}))["result"]["value"]}
+        browser_session = await browser.new_browser_cdp_session()
+        seen["targets"] = [t["type"] for t in (await browser_session.send("Target.getTargets"))["targetInfos"]]
+        await page.close()  # the worker's page: the script is let go of it, the page stays
+        seen["closed"] = page.is_closed()
+        await browser.close()
+    return seen
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(drive(sys.argv[1], sys.argv[2]))), flush=True)
+    scenario = drive(sys.argv[1], sys.argv[2]) if len(sys.argv) > 2 else own_sessions(sys.argv[1])
+    print(json.dumps(asyncio.run(scenario)), flush=True)
