@@ -31,13 +31,16 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError
 
 from cdp.mux import Mux
-from cdp.policy import NOT_APPLIED, allows, refusal
+from cdp.policy import NOT_APPLIED, SESSION_BROWSER_CALLS, SESSION_DOMAINS, allows, refusal
 from cdp.targets import BROWSER_CALLS, NO_SESSION, Refused, Tab, TabBudget, Targets, fake_id
 
 log = logging.getLogger("penelope.cdp")
 
 # Methods the bridge answers at the browser level; the rest is refused there.
-BROWSER_PASS = frozenset({"Browser.getVersion", "SystemInfo.getInfo", "Browser.getBrowserCommandLine"})
+BROWSER_PASS = frozenset({"Browser.getVersion", "SystemInfo.getInfo"})
+# What a page's session auto-attaches below it: its frames and its workers.
+CHILD_TYPES = frozenset({"iframe", "worker"})
+CHILD_TARGETS = [{"type": "iframe"}, {"type": "worker"}, {"exclude": True}]
 CONTEXT_CALLS = frozenset({
     "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
     "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
@@ -77,13 +80,18 @@ class Bridge(Targets):
         try:
             message = json.loads(text)
             call_id, method = message["id"], message["method"]
-            if not isinstance(call_id, int) or not isinstance(method, str):
+            if not isinstance(call_id, int) or isinstance(call_id, bool) or call_id < 0 or not isinstance(method, str):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
-            self._send({"id": _id_of(text), "error": {"code": -32700, "message": "A CDP message is a JSON object with an id and a method."}})
+            self._send({"id": _id_of(text), "error": {
+                "code": -32700, "message": "A CDP message is a JSON object with an id (a whole number, 0 or more) and a method.",
+            }})
             return
         params = message.get("params") or {}
         session_id = message.get("sessionId")
+        if session_id is not None and not isinstance(session_id, str):
+            self._fail(call_id, None, "sessionId is a string.", -32602)
+            return
         try:
             if not isinstance(params, dict):
                 raise Refused("params must be an object.", -32602)
@@ -92,7 +100,9 @@ class Bridge(Targets):
                 if self.on_refused is not None:
                     self.on_refused(method)
                 raise Refused(f"{method} is refused: {why}.")
-            if session_id is None or session_id in self.browser_sessions:
+            if method in NOT_APPLIED:
+                self._answer(call_id, session_id, {})
+            elif session_id is None or session_id in self.browser_sessions:
                 self.caller = session_id
                 self._answer(call_id, session_id, await self._browser_call(method, params))
             elif session_id in self.tab_sessions:
@@ -103,10 +113,10 @@ class Bridge(Targets):
             self._fail(call_id, session_id, str(error), error.code)
         except PlaywrightError as error:
             self._fail(call_id, session_id, _chromium_message(error))
+        except (TypeError, ValueError, AttributeError) as error:  # a parameter of the wrong shape
+            self._fail(call_id, session_id, f"Invalid parameters: {error}.", -32602)
 
     async def _browser_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method in NOT_APPLIED:
-            return {}
         if method in BROWSER_PASS:
             return await self.mux.call(method, params)
         if method in CONTEXT_CALLS:
@@ -124,11 +134,25 @@ class Bridge(Targets):
         route = self.routes.get(session_id)
         if route is None:
             raise Refused(f"Session with given id not found: {session_id}", NO_SESSION)
+        domain = method.split(".", 1)[0]
+        if domain not in SESSION_DOMAINS or (domain == "Browser" and method not in SESSION_BROWSER_CALLS):
+            raise Refused(f"{method} is not offered to a CDP client: it acts beyond the client's pages.")
+        if domain == "Browser":
+            self._own_context(params)
+            if params.get("targetId") is not None:
+                params = {**params, "targetId": self._page_of(params["targetId"])}
+        page = self.attached.get(route[0], (None, None))[0]
+        if method == "Page.close" and page == self.home and len(route) == 1:
+            self._let_go_of_home()  # the worker's page stays; the client is let go of it
+            self._answer(call_id, session_id, {})
+            return
         if method.startswith("Target."):
             if method not in SESSION_TARGET_CALLS:
                 raise Refused(f"{method} is not offered inside a page's session.")
             if method == "Target.setAutoAttach":
-                params = {**params, "flatten": False}  # nested below the page too: the mux routes nothing flat
+                # Nested below the page too (the mux routes nothing flat), and only
+                # the page's own frames and workers: a service worker is its origin's.
+                params = {**params, "flatten": False, "filter": CHILD_TARGETS}
             elif method == "Target.detachFromTarget" and params.get("sessionId") not in self.routes:
                 raise Refused("No session with that id is attached here.", NO_SESSION)
             elif method == "Target.getTargetInfo" and params.get("targetId") not in (None, *self.tabs):
@@ -169,11 +193,24 @@ class Bridge(Targets):
                 self.from_target(child, params.get("message", "{}"))
             return
         if method == "Target.attachedToTarget" and session_id in self.routes:
-            self.routes[params["sessionId"]] = [*self.routes[session_id], params["sessionId"]]
+            child = params.get("sessionId", "")
+            if (params.get("targetInfo") or {}).get("type") not in CHILD_TYPES:
+                self._post_own(session_id, "Target.detachFromTarget", {"sessionId": child})
+                return
+            self.routes[child] = [*self.routes[session_id], child]
         elif method == "Target.detachedFromTarget":
             self._forget(params.get("sessionId", ""))
         message["sessionId"] = session_id
         self._send(message)
+
+    def _post_own(self, session_id: str, method: str, params: dict[str, Any]) -> None:
+        """A message of the bridge's own into one of the client's sessions; its answer is dropped."""
+        route = self.routes[session_id]
+        message = json.dumps({"id": next(self.envelope_ids), "method": method, "params": params})
+        for inner in reversed(route[1:]):
+            message = json.dumps({"id": next(self.envelope_ids), "method": "Target.sendMessageToTarget",
+                                  "params": {"sessionId": inner, "message": message}})
+        self.mux.post(route[0], message, lambda why: log.debug("%s failed: %s", method, why))
 
     def detached(self, session_id: str) -> None:
         """A session at the top of a route ended (its target closed, or we detached it)."""

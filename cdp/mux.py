@@ -104,6 +104,15 @@ class Mux:
     # --- from Chromium ---------------------------------------------------------------
 
     def _event(self, event: dict[str, Any]) -> None:
+        """Playwright calls this for every event; an exception here would be
+        raised by the worker's next Playwright call, whatever it is, so none
+        leaves (a client's odd message stays that client's)."""
+        try:
+            self._route(event)
+        except Exception:
+            log.exception("a CDP event could not be routed: %s", event.get("method"))
+
+    def _route(self, event: dict[str, Any]) -> None:
         method, params = event["method"], event.get("params") or {}
         if method == "Target.receivedMessageFromTarget":
             owner = self.owners.get(params.get("sessionId", ""))
@@ -115,7 +124,10 @@ class Mux:
                 owner.detached(params["sessionId"])
         elif method in TARGET_NEWS:
             for bridge in list(self.bridges):
-                bridge.target_news(method, params)
+                try:
+                    bridge.target_news(method, params)
+                except Exception:
+                    log.exception("a CDP client's bridge failed on %s", method)
 
     def _closed(self) -> None:
         """The browser went (stopped, recycled, or the worker stops)."""

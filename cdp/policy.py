@@ -36,7 +36,27 @@ REFUSED = {
     "Extensions.uninstall": "the persona's extensions are the worker's",
     "Tracing.start": "a trace records every tab of the browser, not only the client's",
     "SystemInfo.getProcessInfo": "it lists every process of the persona's browser",
+    "Page.crash": "the page's renderer may hold other pages of the persona",
+    "Browser.setWindowBounds": "windows are the persona's, one a tab; the viewport is Emulation's",
+    "Browser.getBrowserCommandLine": "the command line names the persona's profile and its proxy",
 }
+
+# Domains a client may use inside its pages' sessions; the rest act on more
+# than the page (the browser, its service workers, its installed apps, its
+# memory, its devices) and are refused there. Target and Browser have rules
+# of their own (cdp/bridge.py, cdp/targets.py).
+SESSION_DOMAINS = frozenset({
+    "Accessibility", "Animation", "Audits", "Autofill", "CSS", "CacheStorage", "Console", "DOM", "DOMDebugger",
+    "DOMSnapshot", "DOMStorage", "Debugger", "DeviceOrientation", "Emulation", "EventBreakpoints", "Fetch",
+    "FileSystem", "HeapProfiler", "IO", "IndexedDB", "Input", "Inspector", "LayerTree", "Log", "Media", "Network",
+    "Overlay", "Page", "Performance", "PerformanceTimeline", "Preload", "Profiler", "Runtime", "Schema", "Security",
+    "Storage", "Target", "Browser", "WebAudio", "WebAuthn", "WebMCP",
+})
+# Browser's methods inside a page's session (the rest are the browser's).
+SESSION_BROWSER_CALLS = frozenset({
+    "Browser.getVersion", "Browser.getWindowForTarget", "Browser.setDownloadBehavior",
+    "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
+})
 
 # Answered without reaching Chromium: the persona's own setting stays.
 NOT_APPLIED = {
@@ -47,6 +67,9 @@ NOT_APPLIED = {
 # empty pages. file: reads the host; chrome:, devtools: and the like are the
 # browser's own pages, where its settings live.
 WEB_SCHEMES = frozenset({"http", "https", "about", "data", "blob"})
+# about: opens Chromium's own pages too (about:flags is chrome://flags, where
+# the next launch's flags are set): only the empty ones pass.
+ABOUT_PAGES = frozenset({"blank", "srcdoc"})
 NAVIGATIONS = {"Page.navigate": "url", "Target.createTarget": "url"}
 
 
@@ -59,10 +82,28 @@ def refusal(method: str, params: dict[str, Any]) -> str | None:
     if field is not None:
         url = params.get(field)
         if isinstance(url, str) and url:
-            scheme = urlsplit(url.strip()).scheme.lower()
+            parts = urlsplit(url.strip())
+            scheme = parts.scheme.lower()
             if scheme not in WEB_SCHEMES:
                 return f"{scheme or 'a relative'} URLs are not opened for a CDP client: only {', '.join(sorted(WEB_SCHEMES))}"
+            if scheme == "about" and parts.path.lower() not in ABOUT_PAGES:
+                return "about: pages other than about:blank and about:srcdoc are the browser's own"
+    data = params.get("data")
+    if method == "Input.dispatchDragEvent" and isinstance(data, dict) and data.get("files"):
+        return "a drop of files reads them from the worker's host; give the page the file's bytes instead"
+    if method.startswith("ServiceWorker."):
+        return "service workers are shared by every page of their origin, the persona's other pages too"
     return None
+
+
+def target_filter(value: Any) -> list[dict[str, Any]] | None:
+    """A Target filter as a client sent it (a list of objects), or None for
+    none; ValueError for anything else."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        raise ValueError("filter is a list of objects")
+    return value
 
 
 def allows(filters: list[dict[str, Any]] | None, target_type: str) -> bool:

@@ -41,7 +41,7 @@ log = logging.getLogger("penelope.cdp")
 # browser or the page's tab went, the client reads too slowly.
 ENDED, BROWSER_GONE, TOO_SLOW = 4001, 4002, 4008
 # Characters of messages to the client queued at once before it counts as too slow.
-MAX_QUEUED = 512 * 1024 * 1024
+MAX_QUEUED = 128 * 1024 * 1024
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -83,10 +83,11 @@ class Connection:
         self.closing: tuple[int, str] | None = None
         self.who = _who(scope)
         self.writable = Writable.of(send)
+        self.bridge: Bridge | None = None
 
     async def serve(self, mux: Any, home: str, receive: Receive) -> None:
         runtime, grant = self.runtime, self.grant
-        bridge = Bridge(
+        self.bridge = bridge = Bridge(
             mux, home, out=self.deliver, budget=runtime.pages,
             refused=lambda method: runtime.cdp.refused(grant.page_id, method, self.who), page_name=grant.page_id,
         )
@@ -134,11 +135,17 @@ class Connection:
             self.end("The client read its messages too slowly.", TOO_SLOW)
 
     def end(self, why: str, code: int = ENDED) -> None:
-        """Close the connection, once its queue is sent, saying why."""
+        """Close the connection, saying why. The bridge lets go of the page at
+        once (its sessions detached, its tabs closed), whether or not the
+        client reads: what was queued for it is dropped."""
         if self.closing is None:
             self.why = why
             self.closing = (code, why[:120])
+            self.queue.clear()
+            self.queued = 0
             self.fresh.set()
+            if self.bridge is not None:
+                self.runtime.tasks.spawn(self.bridge.close(), about="a CDP client's bridge, closing")
 
     async def _send_all(self) -> None:
         try:

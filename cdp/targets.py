@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
-from cdp.policy import allows
+from cdp.policy import allows, target_filter
 
 if TYPE_CHECKING:
     from cdp.mux import Mux
@@ -83,14 +83,14 @@ class Targets:
     async def _set_auto_attach(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("autoAttach") and not params.get("flatten"):
             raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
-        self.auto_attach = (params.get("filter") or None, ) if params.get("autoAttach") else None
+        self.auto_attach = (target_filter(params.get("filter")), ) if params.get("autoAttach") else None
         if self.auto_attach is not None:
             for page in list(self.tabs):
                 await self._announce(page)
         return {}
 
     async def _set_discover(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.discover = (params.get("filter") or None, ) if params.get("discover") else None
+        self.discover = (target_filter(params.get("filter")), ) if params.get("discover") else None
         if self.discover is not None:
             for page in list(self.tabs):
                 for info in await self._infos(page):
@@ -102,7 +102,7 @@ class Targets:
         infos = []
         for page in list(self.tabs):
             infos += await self._infos(page)
-        return {"targetInfos": [info for info in infos if allows(params.get("filter"), info["type"])]}
+        return {"targetInfos": [info for info in infos if allows(target_filter(params.get("filter")), info["type"])]}
 
     async def _get_target_info(self, params: dict[str, Any]) -> dict[str, Any]:
         target = params.get("targetId")
@@ -114,7 +114,7 @@ class Targets:
         self._own_context(params)
         if self.budget.room() <= 0:
             raise Refused("Every page MAX_PAGES allows is open: close a tab first.")
-        passed = {key: params[key] for key in ("url", "width", "height", "background", "newWindow", "forTab") if key in params}
+        passed = {key: params[key] for key in ("url", "width", "height", "background", "newWindow") if key in params}
         created = await self.mux.call("Target.createTarget", passed)
         self._adopt(created["targetId"], own=True)
         if self.auto_attach is not None:

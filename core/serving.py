@@ -103,9 +103,11 @@ def stop_serving() -> None:
 
 
 # A CDP client's messages (screenshots, page contents, a file's bytes), on the
-# worker's /cdp/<token> and the waker's /w/{persona}/cdp/<token>: up to
-# Playwright's own limit. Every other socket keeps daphne's 1 MiB.
-CDP_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# worker's /cdp/<token> and the waker's /w/{persona}/cdp/<token>: 64 MiB,
+# enough for a full-page screenshot of a long page, and a bound on what one
+# message of a client holds in memory (daphne keeps a message whole until the
+# application takes it). Every other socket keeps daphne's 1 MiB.
+CDP_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CDP_SOCKET_PATH = re.compile(rf"(/w/[^/]+)?/{CDP}/[^/]+")
 
 

@@ -210,8 +210,21 @@ def test_what_a_client_must_not_do_is_refused_in_the_worker(worker, api, lease, 
         assert "refused" in error_of(client.call("DOM.setFileInputFiles", {"files": ["/etc/passwd"], "nodeId": 1}, session))
         assert "refused" in error_of(client.call("Security.setIgnoreCertificateErrors", {"ignore": True}))
         assert "browser level" in error_of(client.call("Fetch.enable"))  # would catch every tab's requests
-        # Answered, not applied: downloads stay in the worker's own folder.
+        assert "about: pages" in error_of(client.call("Page.navigate", {"url": "about:flags"}, session))
+        assert "about: pages" in error_of(client.call("Target.createTarget", {"url": "ABOUT:settings"}))
+        drop = {"type": "drop", "x": 5, "y": 5, "data": {"items": [], "files": ["/etc/passwd"], "dragOperationsMask": 1}}
+        assert "host" in error_of(client.call("Input.dispatchDragEvent", drop, session))
+        assert "service workers" in error_of(client.call("ServiceWorker.stopAllWorkers", {}, session))
+        for beyond in ("Memory.simulatePressureNotification", "PWA.launchFilesInApp", "Browser.setWindowBounds", "Page.crash"):
+            message = error_of(client.call(beyond, {}, session))
+            assert "refused" in message or "not offered" in message, (beyond, message)
+        # Answered, not applied, wherever it is sent: downloads stay in the worker's own folder.
         assert client.result("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}) == {}
+        assert client.result("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}, session) == {}
+        # Malformed messages are answered, and the connection stays.
+        assert client.call("Runtime.evaluate", {"expression": "1"}, session=[])["error"]["code"] == -32602
+        assert client.call("Target.setDiscoverTargets", {"discover": True, "filter": 1})["error"]["code"] == -32602
+        assert client.call("Target.getTargetInfo", {"targetId": []})["error"]["code"] == -32602
         # A page cannot send itself to a file either: Chromium refuses the renderer's navigation.
         client.result("Runtime.evaluate", {"expression": "location.href = 'file:///etc/passwd'"}, session)
         href = client.result("Runtime.evaluate", {"expression": "location.href"}, session)["result"]["value"]

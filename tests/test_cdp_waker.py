@@ -202,7 +202,7 @@ def test_a_cdp_message_of_many_megabytes_passes_through_the_waker(waker, site, t
         with waker.through("cdp") as via:
             lease = via.post("/main/lease", json={"ttl": 60}).json()["lease"]
             try:
-                made = via.post("/main/cdp", json={"ttl": 8}, headers={"X-Lease": lease})
+                made = via.post("/main/cdp", json={"ttl": 50}, headers={"X-Lease": lease})
                 assert made.status_code == 201, made.text
                 seen = client.drive(through(waker, "cdp" + made.json()["url"]), f"{site.url}/second.html", HUGE)
                 assert (seen["taken"], seen["given"]) == (HUGE, HUGE)

@@ -39,14 +39,15 @@ from core.writable import Writable
 
 # A token (URL-safe base64, or anything a client put in its place) in a
 # path, the worker's (`/live/<token>/ws`) or the waker's
-# (`/w/<persona>/cdp/<token>`), whatever the persona is called.
-TOKEN_IN_PATH = re.compile(r"(^|/w/[^/\s]+)/(live|cdp)/[\w%-]+")
+# (`/w/<persona>/cdp/<token>`), wherever it stands in the path (`//`, `./`
+# and the like in front of it included), whatever the persona is called.
+TOKEN_IN_PATH = re.compile(r"/(live|cdp)/(?!(?:live|cdp)/)[^/\s?#]+")
 
 
 def masked(text: str) -> str:
     """`text` (a path, or a sentence holding one) as the log shows it: a live
     link's or a CDP client's token is its credential, never written."""
-    return TOKEN_IN_PATH.sub(r"\1/\2/…", text)
+    return TOKEN_IN_PATH.sub(r"/\1/…", text)
 
 
 def loggable(path: str) -> str:

@@ -186,8 +186,7 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
     autobahn's `maxMessagePayloadSize` on its own connection from the
     request's path. daphne sets one limit, on the factory, for every
     socket (1 MiB by default, in and out); a CDP client's messages
-    (screenshots, page contents, a file's bytes) reach Playwright's own
-    256 MiB, while the other sockets keep the 1 MiB. The subclass also
+    (screenshots, page contents, a file's bytes) reach 64 MiB, while the other sockets keep the 1 MiB. The subclass also
     sends a `websocket.close`'s `reason` with its code, which daphne's
     `handle_reply` drops: a CDP client reads why its connection ended. No
     speed gain: it buys behaviour, checked by tests/test_cdp.py (a 20 MB

@@ -27,11 +27,11 @@ class RawCdp:
         self.ids = iter(range(1, 1_000_000))
         self.events: list[dict[str, Any]] = []
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 15) -> dict:
+    def call(self, method: str, params: dict | None = None, session: object = None, timeout: float = 15) -> dict:
         """The answer to one message: {"result": ...} or {"error": ...}; events met meanwhile are kept."""
         call_id = next(self.ids)
         message = {"id": call_id, "method": method, "params": params or {}}
-        if session:
+        if session is not None:
             message["sessionId"] = session
         self.socket.send(json.dumps(message))
         while True:
