@@ -244,6 +244,24 @@ def test_what_a_client_must_not_do_is_refused_in_the_worker(worker, api, lease, 
     assert metric(api, 'penelope_cdp_refused_total{method="Browser.close"}') >= 2
 
 
+def test_private_addresses_stay_refused_to_a_client_under_browser_refuse_private(make_worker, site):
+    guarded = make_worker({"BROWSER_REFUSE_PRIVATE": "1", "REQUEST_LOG_FLUSH_S": "0.05"})
+    with guarded.client() as api:
+        taken = api.post("/main/lease", json={"ttl": 60}).json()["lease"]
+        with RawCdp(token_url(guarded, api, taken)) as client:
+            session = client.page_session()
+            client.result("Page.navigate", {"url": f"{site.url}/list?page=1&pages=2"}, session)
+            shown = client.result("Runtime.evaluate", {"expression": "document.body.innerText"}, session)
+            assert "Item" not in shown["result"].get("value", ""), shown  # the egress refused it: not the site's page
+            fetched = client.result("Runtime.evaluate", {
+                "expression": f"fetch('{site.url}/api/items').then(r => r.text(), () => 'refused')", "awaitPromise": True,
+            }, session)
+            assert "Result" not in fetched["result"]["value"]  # the site's answer never came
+        host = site.url.removeprefix("http://")
+        rows = wait_until(lambda: [path for route, path, _ in log_rows(guarded, "browser/refused") if host in path], what="refused")
+        assert rows
+
+
 def test_a_client_sees_and_touches_no_other_page(worker, api, lease):
     assert api.post("/pages", json={"page_id": "other"}).status_code == 201
     other_lease = api.post("/other/lease", json={"ttl": 60}).json()["lease"]
