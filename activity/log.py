@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Max
 
-from activity.models import KIND_BROWSER, KIND_HTTP, KIND_JOB, RequestLogEntry
+from activity.models import KIND_BROWSER, KIND_CREDENTIAL, KIND_HTTP, KIND_JOB, RequestLogEntry
 from core.api import API_PREFIX
 from core.db_thread import BATCH_ROWS, drain, insert_statement, on_db_thread
 from core.events import Event
@@ -113,6 +113,16 @@ class RequestLog:
         self.record(
             kind=KIND_BROWSER, method=method, route="browser/refused", path=target, page_id=None, status=403,
             started_at=time.time(), duration_ms=0.0,
+        )
+
+    def record_credential_use(self, use: dict[str, Any]) -> None:
+        """A flow used a credential (`ctx.credential`): a row `credentials/used`
+        on its page, its path naming the credential, the plugin and the
+        origin, its job id in `job_id`; never a value. Status null: no request."""
+        self.record(
+            kind=KIND_CREDENTIAL, method="USE", route="credentials/used",
+            path=f"{use['name']} by {use['plugin']} on {use['origin']}", page_id=use.get("page_id"), status=None,
+            started_at=time.time(), duration_ms=0.0, job_id=use.get("job_id"),
         )
 
     def record_job(

@@ -17,6 +17,9 @@ KIND_JOB = "job"
 KIND_BROWSER = "browser"
 # A CDP connection's opening, its refused messages and its close (cdp/hub.py).
 KIND_CDP = "cdp"
+# A flow's use of a persona's credential (plugins/signing_in.py): its name,
+# plugin, job and origin, never a value. Not a request: never counted as work.
+KIND_CREDENTIAL = "cred"
 # The route of a plugin call, whatever its page: the workload groups by it.
 PLUGIN_ROUTE_PREFIX = f"{PLUGIN}/"
 
@@ -40,7 +43,7 @@ class RequestLogQuerySet(models.QuerySet):
 
 class RequestLogEntry(models.Model):
     started_at = models.FloatField(db_index=True)  # epoch seconds
-    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job", "browser" or "cdp"
+    kind = models.CharField(max_length=8, default=KIND_HTTP)  # "http", "job", "browser", "cdp" or "cred"
     method = models.CharField(max_length=10)
     # `plugin/<family>/<action>`, `primitive/<name>`, or the URL pattern under
     # /api/v1/ (e.g. `{page_id}/lease`); see docs/reference/API.md.

@@ -103,3 +103,12 @@ def following(account: Account, offset: int, count: int) -> list[str]:
     """The handles `account` follows, from `offset`, at most `count` of them."""
     end = min(account.following, offset + count)
     return [followed_handle(account.handle, position) for position in range(offset, end)]
+
+
+# The one account that signs in with a password and a one-time code from an
+# authenticator (RFC 6238, 30-second steps), as most sites ask. Its secrets
+# are the demo's own, written here and in docs/guides/CREDENTIALS.md, so
+# anyone can keep them as a credential and watch `demo/sign-in` pass alone.
+SECURE_HANDLE = "carol"
+SECURE_PASSWORD = "correct horse battery staple"
+SECURE_TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"

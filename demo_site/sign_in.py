@@ -5,6 +5,11 @@ It is what `demo/sign-in` asks a person for (`ctx.ask_human`): the person
 reads the code on the inbox page in their own browser and types it into the
 checkpoint on the worker's page, through its live view.
 
+One account (`accounts.SECURE_HANDLE`) signs in instead on
+`/demo/sign-in/password/` with its password and a one-time code from an
+authenticator, checked against the site's own clock: what `demo/sign-in`
+passes without a person, from one of the persona's credentials.
+
 The pending codes live in the worker's memory (its runtime's `demo_codes`),
 at most MAX_PENDING (the oldest dropped), each for CODE_TTL_S and MAX_TRIES
 wrong tries; a right code is used up and sets a cookie that says who is
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import secrets
 import time
+
+import pyotp
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -88,6 +95,23 @@ async def check_point(request: HttpRequest, handle: str) -> HttpResponse:
             return page("check_point.html", {"handle": handle, "expired": True}, status=403)
         return page("check_point.html", {"handle": handle, "error": "That code is not right."}, status=403)
     del codes.pending[handle]
+    signed_in = HttpResponseRedirect(reverse("demo:signed-in"), status=303)
+    signed_in.set_cookie(COOKIE, handle, path="/demo/", httponly=True, samesite="Lax")
+    return signed_in
+
+
+@demo_view(methods=("GET", "HEAD", "POST"))
+async def password_sign_in(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return page("password_sign_in.html", {})
+    handle = request.POST.get("username", "").strip().lower()
+    password_right = secrets.compare_digest(
+        request.POST.get("password", "").encode(), accounts.SECURE_PASSWORD.encode()
+    ) and handle == accounts.SECURE_HANDLE
+    code_right = pyotp.TOTP(accounts.SECURE_TOTP_SECRET).verify(request.POST.get("code", "").strip(), valid_window=1)
+    if not (password_right and code_right):
+        error = "That password is not right." if not password_right else "That code is not right, or no longer."
+        return page("password_sign_in.html", {"username": handle, "error": error}, status=403)
     signed_in = HttpResponseRedirect(reverse("demo:signed-in"), status=303)
     signed_in.set_cookie(COOKIE, handle, path="/demo/", httponly=True, samesite="Lax")
     return signed_in

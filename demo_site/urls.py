@@ -16,6 +16,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     # Words with a hyphen, which no handle has: the sign-in and its checkpoint.
     path("sign-in/", sign_in.sign_in, name="sign-in"),
+    path("sign-in/password/", sign_in.password_sign_in, name="password-sign-in"),
     path("check-point/<str:handle>/", sign_in.check_point, name="check-point"),
     path("mail-inbox/<str:handle>/", sign_in.mail_inbox, name="mail-inbox"),
     path("signed-in/", sign_in.signed_in, name="signed-in"),

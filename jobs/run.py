@@ -136,6 +136,7 @@ class JobRun:
         ctx = Context(
             page_id=claim.page.name, media_holder=job.id, media_held_until=held_until, on_progress=reported,
             ask_person=ask_person, debug=debug.effective(job.debug), attempt=job.attempt,
+            job_id=job.id, on_credential_use=self.parts.request_log.record_credential_use,
         )
         log_row = {"family": action.family, "action": action.name, "page_id": claim.page.name, "job_id": job.id}
         started_at = time.time()

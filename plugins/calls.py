@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -79,7 +80,7 @@ def refused(error: DomainError, page_id: str, started_at: float, duration_s: flo
 
 async def run_plain(
     pages: PageRegistry, page: ManagedPage, action: Action, params: dict[str, Any], lease_id: str | None,
-    debug: str | None = None,
+    debug: str | None = None, on_credential_use: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """A plain call: wait in line for the page (up to PAGE_WAIT_S; a client
     that goes away leaves the line), then run the action to its end even if
@@ -91,16 +92,19 @@ async def run_plain(
     deadline = time.monotonic() + settings.PAGE_WAIT_S
     await pages.wait_for_browser(page.name, settings.PAGE_WAIT_S)
     claim = await pages.broker.acquire(page.name, wait_s=max(0.0, deadline - time.monotonic()), lease_id=lease_id)
-    ctx = Context(page_id=page.name, debug=debug)
+    ctx = Context(page_id=page.name, debug=debug, on_credential_use=on_credential_use)
     return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name}"))
 
 
-async def run_anywhere(pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None) -> Outcome:
+async def run_anywhere(
+    pages: PageRegistry, action: Action, params: dict[str, Any], debug: str | None = None,
+    on_credential_use: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
     """A plain call on `any`: on the first free page (or a pool page opened
     for it), else on the first page that frees within PAGE_WAIT_S, then 409.
     The answer's `page_id` names the page that ran it."""
     await pages.wait_for_browser(ANY, settings.PAGE_WAIT_S)
     claim = await pages.broker.acquire(ANY, wait_s=settings.PAGE_WAIT_S)
     page = claim.page
-    ctx = Context(page_id=page.name, debug=debug)
+    ctx = Context(page_id=page.name, debug=debug, on_credential_use=on_credential_use)
     return await asyncio.shield(pages.tasks.spawn(run_claimed(pages, claim, action, params, ctx), about=f"{action.route} on page {page.name} (any)"))

@@ -18,6 +18,7 @@ from rest_framework import serializers
 from core.api import MAY_PASS
 from core.shapes import Text
 from plugins.framework import Context, Family, PluginError
+from plugins.signing_in import fill_form
 
 family = Family("demo")
 
@@ -138,6 +139,14 @@ class SignInParams(HandleParams):
     wait_s = serializers.IntegerField(
         min_value=1, max_value=3600, default=600, help_text="Seconds a person has to pass the checkpoint."
     )
+    credential = Text(
+        pattern=r"[a-z0-9_-]{1,64}", max_length=64, required=False,
+        invalid="a credential's name is 1 to 64 of a-z, 0-9, '_' and '-'.",
+        help_text=(
+            "A credential of the persona's for the demo site (its password and authenticator secret): the action "
+            "signs in with them on /demo/sign-in/password/, and no person is asked."
+        ),
+    )
 
 
 @family.action("sign-in", params=SignInParams, timeout_s=60)
@@ -146,10 +155,15 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
     (a code sent to the account's inbox): the action asks a person to pass
     it through the page's live view, then checks that it is signed in.
     Answers `{handle, signed_in: true, asked_human}`; 409 when the person gave
-    up or the checkpoint was not passed, 504 when nobody answered in time."""
+    up or the checkpoint was not passed, 504 when nobody answered in time.
+    With `credential` (the persona's, for the demo site's origin), it signs
+    in with that credential's password and one-time code instead, and asks
+    no one: `asked_human` is false."""
     handle, wait_s = params["handle"], params["wait_s"]
     if not settings.PENELOPE_DEMO:
         raise PluginError(503, "The demo site is off on this worker (PENELOPE_DEMO=0).")
+    if params.get("credential"):
+        return await sign_in_unattended(page, handle, params["credential"], ctx)
     await page.goto(demo_url("sign-in/"), wait_until="domcontentloaded")
     await page.fill("#handle", handle)
     async with page.expect_navigation(wait_until="domcontentloaded"):
@@ -179,6 +193,25 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
     if shown["kind"] != "signed-in":
         raise PluginError(409, f"The checkpoint of {handle} was not passed: the page shows {shown['kind']}.", retry=False)
     return {"handle": handle, "signed_in": True, "asked_human": asked}
+
+
+async def sign_in_unattended(page: Page, handle: str, name: str, ctx: Context) -> dict[str, Any]:
+    """Sign in with the password and one-time code of credential `name`,
+    typed where nothing records them (plugins/signing_in.py)."""
+    await page.goto(demo_url("sign-in/password/"), wait_until="domcontentloaded")
+    revealed = await ctx.credential(name)
+    if revealed.username != handle:
+        raise PluginError(422, f"Credential {name} is not @{handle}'s: its username is another.", retry=False)
+    fields = {"username": "#username", "password": "#password", "totp": "#code"}
+    try:
+        await fill_form(page, revealed, fields, "#sign-in")
+    except (LookupError, ValueError) as error:
+        raise PluginError(422, f"Signing in with {name}: {error}.", retry=False) from None
+    await page.wait_for_load_state("domcontentloaded")
+    shown = await page.evaluate(READ_PAGE_JS)
+    if shown["kind"] != "signed-in":
+        raise PluginError(409, f"The demo site did not take the password and code of credential {name}.", retry=False)
+    return {"handle": handle, "signed_in": True, "asked_human": False}
 
 
 @family.action("state")

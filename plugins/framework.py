@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from playwright.async_api import Page
@@ -31,6 +31,10 @@ from core.rest import validated
 from media_store import store
 from plugins import declared
 from plugins.downloads import Downloads
+from plugins.signing_in import CredentialRefused, origin_of, reveal_for
+
+if TYPE_CHECKING:
+    from credentials.store import Revealed
 
 log = logging.getLogger("penelope.plugins")
 
@@ -219,8 +223,34 @@ class Context:
     # Which attempt of its job this run is, from 1 (X-Retry gives a job more
     # than one); a plain call is a first attempt.
     attempt: int = 1
+    # The tab the action runs on (set by `run_action`): a credential's origin rule reads its URL.
+    tab: Page | None = field(default=None, repr=False)
+    # Whose run this is, for the request log's row of each credential used.
+    route: str = ""
+    job_id: str | None = None
+    # Where a credential's use is recorded (the request log), given by the call or the job.
+    on_credential_use: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
+
+    async def credential(self, name: str) -> Revealed:
+        """The persona's credential `name` (PUT /api/v1/credentials/{name}):
+        its `username`, `password` and `totp()` (the current one-time code).
+        Only while the page is on the credential's own origin: elsewhere a
+        403 names both origins, and nothing is revealed. Each use is a row of
+        the request log (name, plugin, job, origin), never a value. Keep the
+        values out of the action's answer and its errors; `web/fill-credential`
+        types them without Playwright's trace recording them."""
+        url = self.tab.url if self.tab is not None else ""
+        try:
+            revealed = await reveal_for(name, url)
+        except CredentialRefused as refused:
+            raise PluginError(403, str(refused), self.page_id, retry=False) from None
+        if self.on_credential_use is not None:
+            self.on_credential_use({
+                "name": name, "plugin": self.route, "job_id": self.job_id, "page_id": self.page_id, "origin": origin_of(url),
+            })
+        return revealed
 
     def end_now(self) -> None:
         """End the action in hand at its next await, as if its time ran out:

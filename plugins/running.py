@@ -48,6 +48,7 @@ class Outcome:
 
 
 async def run_action(action: Action, page: Page, params: dict[str, Any], ctx: Context) -> Outcome:
+    ctx.tab, ctx.route = page, action.route
     started_at = time.time()
     began = time.monotonic()
     try:

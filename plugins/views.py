@@ -21,6 +21,7 @@ from core.api import ApiError
 from core.bounded_http import MAX_HEAD_BYTES
 from core.rest import ApiView, answer, represent
 from core.routes import ANY
+from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
 from core.shapes import ErrorEnvelope, PageSuccess
 from plugins import debug
@@ -262,8 +263,10 @@ class PluginCall(ApiView):
             raise ApiError(404, f"No plugin action {family[:64]}/{action[:64]}.", page_id)
         if job_options is not None:
             return await self.jobs.start(request, page=page, action=found, params=params, lease_id=lease_id, options=job_options)
+        used = runtime_of(request).request_log.record_credential_use  # a credential's use, into the request log
         outcome = await (
-            run_anywhere(pages, found, params, debug_mode) if anywhere else run_plain(pages, page, found, params, lease_id, debug_mode)
+            run_anywhere(pages, found, params, debug_mode, used) if anywhere
+            else run_plain(pages, page, found, params, lease_id, debug_mode, used)
         )
         return answer(ActionOutcome, outcome.body, outcome.status)
 
