@@ -211,3 +211,29 @@ class TooManySchedules(DomainError):
 
 class ScheduleOverlap(DomainError):
     """A trigger found the schedule's previous job still queued or running, and its overlap is `skip`."""
+
+
+# --- credentials -------------------------------------------------------------------------
+
+
+class InvalidCredential(DomainError):
+    """A credential's field is not valid; `field` names it. The sentence
+    never holds a value sent: it may be a secret."""
+
+    def __init__(self, field: str, why: str, message: str | None = None):
+        super().__init__(message or f"Invalid parameter '{field}': {why}")
+        self.field = field
+        self.why = why
+
+
+class NoSuchCredential(DomainError):
+    pass
+
+
+class CredentialIncomplete(DomainError):
+    """The credential has no secret of the kind asked for (no TOTP secret, no password)."""
+
+
+class CredentialUnreadable(DomainError):
+    """A credential's sealed secrets do not open with the keys this worker has
+    (another CREDENTIALS_KEY, a lost key file, or a seal moved from another row)."""

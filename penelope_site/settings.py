@@ -6,6 +6,7 @@ so tests run the real schedules scaled down.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -47,6 +48,7 @@ def tighten_store() -> None:
         if directory.is_dir():
             directory.chmod(0o700)
     files = [*STORE_DIR.glob("penelope.db*"), *STORE_DIR.glob("*.lock"), *STORE_DIR.glob("*.log"), KEY_FILE, STORE_DIR / "webhook_secret"]
+    files += STORE_DIR.glob("credentials_key*")
     if MEDIA_DIR.is_dir():
         files += [entry for entry in MEDIA_DIR.iterdir() if entry.is_file()]
     for path in files:
@@ -55,6 +57,26 @@ def tighten_store() -> None:
                 path.chmod(0o600)
         except FileNotFoundError:
             pass
+
+
+def is_sealing_key(text: str) -> bool:
+    """Whether `text` is a credentials key: the urlsafe base64 of 32 bytes
+    (credentials/sealing.py reads it)."""
+    try:
+        return len(base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)) == 32
+    except ValueError:
+        return False
+
+
+def sealing_key_setting(name: str) -> str:
+    """The variable `name`, empty or a credentials key; never its value in the error."""
+    value = env_str(name)
+    if value and not is_sealing_key(value):
+        raise ValueError(
+            f"{name} must be the urlsafe base64 of 32 random bytes; make one with: python3 -c "
+            "'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())'"
+        )
+    return value
 
 
 def _stored(path: Path) -> str:
@@ -76,6 +98,13 @@ PENELOPE_READ_KEYS = env_str("PENELOPE_READ_KEYS").split()
 # the store has it.
 WEBHOOK_SECRET_FILE = STORE_DIR / "webhook_secret"
 WEBHOOK_SECRET = env_str("WEBHOOK_SECRET") or _stored(WEBHOOK_SECRET_FILE)
+# The key that seals the persona's credentials (credentials/sealing.py): the
+# urlsafe base64 of 32 random bytes. Unset, the worker makes one at first use
+# in store/credentials_key (readable by its owner only) and says where, never
+# the key. `manage.py credentials rotate-key` changes it: the file's at once;
+# with this set, to CREDENTIALS_NEW_KEY, which the operator then puts here.
+CREDENTIALS_KEY = sealing_key_setting("CREDENTIALS_KEY")
+CREDENTIALS_NEW_KEY = sealing_key_setting("CREDENTIALS_NEW_KEY")
 
 # --- The worker ----------------------------------------------------------------
 
@@ -256,6 +285,7 @@ INSTALLED_APPS = [
     "browser",
     "plugins",
     "media_store",
+    "credentials",
     "activity",
     "jobs",
     "schedules",
