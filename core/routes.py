@@ -21,11 +21,15 @@ MEDIA = "media"
 JOBS = "jobs"
 PRESSURE = "pressure"
 SCHEDULES = "schedules"  # cron schedules that start jobs (schedules/)
+CREDENTIALS = "credentials"  # a persona's credentials, sealed (credentials/)
 ANY = "any"  # a plugin call on whichever page is free (browser/pool.py)
 EVENTS = "events"  # the WebSocket route (penelope_site/asgi.py)
 
 RESERVED_PAGE_IDS = frozenset(
-    {HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, SCHEDULES, EVENTS, ANY}
+    {
+        HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, SCHEDULES, CREDENTIALS,
+        EVENTS, ANY,
+    }
 )
 
 # Segments after a page id: /api/v1/<page_id>/<word>/...

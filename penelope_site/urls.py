@@ -19,6 +19,7 @@ from core.api import API_PREFIX, internal_error
 from core.db_thread import on_db_thread
 from core.rest import NoRoute, error_response
 from core.schema import SchemaView
+from credentials.views import CredentialCollection, CredentialDetail
 from jobs import selectors as job_selectors
 from jobs.pressure import PressureView
 from jobs.starting import JobStart
@@ -48,6 +49,8 @@ urlpatterns = [
     path(api + "schedules", ScheduleCollection.as_view(), name="schedules"),
     path(api + "schedules/<str:schedule_id>", ScheduleDetail.as_view(), name="schedule"),
     path(api + "schedules/<str:schedule_id>/trigger", ScheduleTrigger.as_view(), name="schedule_trigger"),
+    path(api + "credentials", CredentialCollection.as_view(), name="credentials"),
+    path(api + "credentials/<str:name>", CredentialDetail.as_view(), name="credential"),
     path(api + "<str:page_id>", PageDetail.as_view(), name="page"),
     path(api + "<str:page_id>/lease", Lease.as_view(), name="lease"),
     path(api + "<str:page_id>/live", PageLive.as_view(), name="live"),
