@@ -152,6 +152,19 @@ def cdp_url(root: str, answer: Answer) -> str:
     return socket_root(root) + answer["url"]
 
 
+def credential_path(name: str) -> str:
+    return f"/credentials/{segment(name)}"
+
+
+def credential_body(
+    url: str, username: str | None, password: str | None, totp_secret: str | None, notes: str | None
+) -> dict[str, str]:
+    """PUT /api/v1/credentials/{name}'s body: the fields given (a PUT replaces
+    the credential whole, so one left out is no longer set)."""
+    given = {"url": url, "username": username, "password": password, "totp_secret": totp_secret, "notes": notes}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def answer_of(response: httpx.Response) -> Answer:
     """The answer of a success (`{}` for a 204), or the typed error of a failure."""
     if not response.is_success:

@@ -12,12 +12,13 @@ from typing import Any
 import httpx
 
 from penelope_client import _shared as shared
+from penelope_client._credentials import AsyncCredentialCalls
 from penelope_client._shared import Answer
 from penelope_client.errors import Leased, NotFound, PenelopeError, Unavailable
 from penelope_client.events import AsyncEventStream
 
 
-class AsyncPenelope:
+class AsyncPenelope(AsyncCredentialCalls):
     """`Penelope` with every call awaited: `await client.call("main", "web/state")`."""
 
     def __init__(self, base_url: str, key: str | None = None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S):

@@ -12,12 +12,13 @@ from typing import Any
 import httpx
 
 from penelope_client import _shared as shared
+from penelope_client._credentials import CredentialCalls
 from penelope_client._shared import Answer
 from penelope_client.errors import Leased, NotFound, PenelopeError, Unavailable
 from penelope_client.events import EventStream
 
 
-class Penelope:
+class Penelope(CredentialCalls):
     """A client of one worker: `Penelope("http://127.0.0.1:5000", key)`.
 
     Every method answers the worker's answer (a dict), or raises the
