@@ -258,3 +258,25 @@ def test_a_sleepy_persona_with_schedules_runs_always_on_the_cluster(tmp_path):
     write_next_wake(store, None)
     docs = [doc for doc in yaml.safe_load_all(export(tmp_path, personas).stdout) if doc]
     assert "replicas" not in by_kind(docs, "StatefulSet")["penelope-bob"]["spec"]
+
+
+def test_a_personas_credentials_key_goes_in_its_secret_from_its_env_or_its_store(tmp_path):
+    """Without it a store copied to the cluster holds credentials no worker
+    there opens: the key its store keeps on this host goes in its Secret, or
+    the one its `env` names, and never in the manifest's env."""
+    personas = readme_personas()
+    alice, bob = personas["personas"]
+    store = (tmp_path / bob["store"]).resolve()
+    store.mkdir(parents=True)
+    (store / "credentials_key").write_text("c3RvcmVkLWtleS0wMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Ng==\n")
+    alice["env"] = {**alice.get("env", {}), "CREDENTIALS_KEY": "ZW52LWtleS0wMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Njc4OQ=="}
+    exported = export(tmp_path, personas)
+    assert exported.returncode == 0, exported.stderr
+    docs = [doc for doc in yaml.safe_load_all(exported.stdout) if doc]
+    secrets = by_kind(docs, "Secret")
+    assert secrets["penelope-bob"]["stringData"]["CREDENTIALS_KEY"] == "c3RvcmVkLWtleS0wMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Ng=="
+    assert secrets["penelope-alice"]["stringData"]["CREDENTIALS_KEY"] == "ZW52LWtleS0wMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Njc4OQ=="
+    for stateful in by_kind(docs, "StatefulSet").values():
+        [container] = stateful["spec"]["template"]["spec"]["containers"]
+        [entry] = [item for item in container["env"] if item["name"] == "CREDENTIALS_KEY"]
+        assert entry["valueFrom"]["secretKeyRef"]["key"] == "CREDENTIALS_KEY" and "value" not in entry

@@ -4,13 +4,13 @@ cluster (docs/guides/SCALING.md).
 
 Every persona gets the base in deploy/kubernetes/base (its StatefulSet,
 Service, Secret and NetworkPolicy) under its own name, with its settings: its
-`env` in the container, the secret ones (key, webhook secret, proxy) in its
-Secret, its idle timeout as IDLE_TIMEOUT_S. A `sleepy` persona also gets the
-KEDA objects that wake it on a request (an HTTPScaledObject of the HTTP
-add-on) and keep it up while the worker says it must stay awake (a
-ScaledObject whose metrics-api trigger reads `stay_awake` from its
-GET /api/v1/activity); an `always` one is one replica, without them, and so
-is a sleepy one whose store here has schedules (`cluster_mode`).
+`env` in the container, the secret ones (key, webhook secret, proxy,
+credentials key) in its Secret, its idle timeout as IDLE_TIMEOUT_S. A
+`sleepy` persona also gets the KEDA objects that wake it on a request (an
+HTTPScaledObject of the HTTP add-on) and keep it up while the worker says it
+must stay awake (a ScaledObject whose metrics-api trigger reads `stay_awake`
+from its GET /api/v1/activity); an `always` one is one replica, without
+them, and so is a sleepy one whose store here has schedules (`cluster_mode`).
 
 Pure functions of the file and the base, apart from reading a key the
 persona's store already holds: nothing here talks to a cluster.
@@ -39,7 +39,7 @@ DEFAULT_DOMAIN = "penelope.internal"
 # Where the HTTP add-on's external scaler listens, as its chart installs it.
 HTTP_ADDON_SCALER = "keda-add-ons-http-external-scaler.keda:9090"
 # A persona's settings that go in its Secret, not in the manifest's env.
-SECRET_SETTINGS = ("PENELOPE_KEY", "WEBHOOK_SECRET", "PENELOPE_PROXY", "DJANGO_SECRET_KEY")
+SECRET_SETTINGS = ("PENELOPE_KEY", "WEBHOOK_SECRET", "PENELOPE_PROXY", "DJANGO_SECRET_KEY", "CREDENTIALS_KEY")
 # The worker's defaults (penelope_site/settings.py) of what bounds its stop.
 STOP_DEFAULTS = {"ACTION_TIMEOUT_S": 300.0, "CANCEL_GRACE_S": 5.0, "WEBHOOK_TIMEOUT_S": 10.0}
 STOP_MARGIN_S = 30
@@ -145,14 +145,19 @@ def _stored(store: Path | None, file_name: str) -> str:
 
 def persona_secrets(persona: ExportedPersona) -> dict[str, str]:
     """The persona's Secret: its secret settings from `env`, else the key (and
-    webhook secret) its store already holds on this host, so a persona moved
-    to a cluster keeps them; a key neither has is generated (a sleepy
+    webhook secret, and credentials key) its store already holds on this
+    host, so a persona moved to a cluster keeps them; a key neither has is generated (a sleepy
     persona's KEDA trigger needs it to read the worker's activity)."""
     found = {name: persona.env[name] for name in SECRET_SETTINGS if persona.env.get(name)}
     found.setdefault("PENELOPE_KEY", _stored(persona.store, "key") or secrets.token_urlsafe(32))
     webhook_secret = _stored(persona.store, "webhook_secret")
     if webhook_secret:
         found.setdefault("WEBHOOK_SECRET", webhook_secret)
+    # The key that opens its credentials' seals: without it, a store copied
+    # to the cluster would hold credentials no worker there can open.
+    credentials_key = _stored(persona.store, "credentials_key")
+    if credentials_key:
+        found.setdefault("CREDENTIALS_KEY", credentials_key)
     return dict(sorted(found.items()))
 
 

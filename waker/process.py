@@ -24,7 +24,9 @@ log = logging.getLogger("penelope.waker")
 PROJECT_DIR = Path(settings.BASE_DIR)
 # The worker's own settings that belong to one persona: never passed down
 # from the waker's environment, only from the persona.
-PERSONAL_ENV = ("PENELOPE_KEY", "PENELOPE_STORE", "PENELOPE_HOST", "PENELOPE_PORT", "PENELOPE_PROXY")
+PERSONAL_ENV = (
+    "PENELOPE_KEY", "PENELOPE_STORE", "PENELOPE_HOST", "PENELOPE_PORT", "PENELOPE_PROXY", "CREDENTIALS_KEY", "CREDENTIALS_NEW_KEY",
+)
 LOG_TAIL_BYTES = 4000
 
 _libc = ctypes.CDLL(None, use_errno=True)
