@@ -61,13 +61,14 @@ def clean(name: Any, body: Any) -> Cleaned:
     InvalidCredential for the first field that is not valid."""
     check_name(name)
     if not isinstance(body, dict):
-        raise InvalidCredential("body", "", "A credential is a JSON object of url, username, password, totp_secret and notes.")
+        raise InvalidCredential("body", "must be a JSON object.", "A credential is a JSON object of url, username, password, totp_secret and notes.")
     unknown = sorted(set(body) - set(FIELDS), key=str)
     if unknown:
-        said = f"'{unknown[0]}'" if isinstance(unknown[0], str) and SAYABLE_FIELD.fullmatch(unknown[0]) else "a field"
+        sayable = isinstance(unknown[0], str) and SAYABLE_FIELD.fullmatch(unknown[0])
+        said = f"'{unknown[0]}'" if sayable else "a field"
         more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
         raise InvalidCredential(
-            str(unknown[0])[:64], "unknown",
+            unknown[0] if sayable else "(unknown)", "not a field of a credential.",
             f"Unknown parameter {said}{more} for a credential, which takes {', '.join(FIELDS)}.",
         )
     url = origin(body.get("url"))
