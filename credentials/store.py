@@ -113,6 +113,10 @@ class Revealed:
     def has_totp(self) -> bool:
         return self._totp_secret is not None
 
+    def secrets(self) -> list[str]:
+        """Its secret values, for what must take them out of a record (X-Debug's artifacts)."""
+        return [value for value in (self.password, self._totp_secret, self.notes) if value]
+
     def totp(self) -> str:
         """The RFC 6238 code of this moment (30-second steps, 6 digits, SHA-1),
         or CredentialIncomplete when the credential has no TOTP secret."""

@@ -61,7 +61,7 @@ async def run_claimed(
         elif page.refused is not None:  # BROWSER_REFUSE_PRIVATE: whatever the action made of the 403 page
             outcome = refused(NavigationRefused(page.refused), page.name, outcome.started_at, outcome.duration_s)
         if recorder is not None:  # the page as the action left it, before anyone else may use it
-            await recorder.finish(outcome.status, outcome.body, ctx.put_media)
+            await recorder.finish(outcome.status, outcome.body, ctx.put_media, ctx.revealed)
         return outcome
     finally:
         if recorder is not None and not recorder.done:  # cancelled: the trace is stopped, nothing kept

@@ -21,6 +21,7 @@ import logging
 import tempfile
 import time
 import weakref
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from playwright.async_api import Error as PlaywrightError
 from core.api import ApiError, first_line
 from core.errors import Refusal
 from core.tasks import Tasks
+from plugins.scrub import scrubbed
 
 log = logging.getLogger("penelope.plugins")
 
@@ -179,10 +181,11 @@ class Recorder:
             self._stop_listening()
             await self._stop_trace(None)
 
-    async def finish(self, status: int, body: dict[str, Any], store_file) -> None:
+    async def finish(self, status: int, body: dict[str, Any], store_file, hidden: Collection[str] = ()) -> None:
         """Keep the artifacts when asked to (always, or a failure's), adding
         `artifacts` to `body`; `store_file(data, content_type=, filename=)` stores
-        one and answers its link."""
+        one and answers its link. The values in `hidden` (the credentials the
+        run used) are taken out of every artifact first (plugins/scrub.py)."""
         if self.done:
             return
         keep = self.mode == ALWAYS or status >= 400
@@ -204,6 +207,8 @@ class Recorder:
             if made is None:
                 continue
             data, content_type, filename = made
+            if hidden:
+                data = await asyncio.to_thread(scrubbed, data, content_type, hidden)
             try:
                 artifacts[name] = await store_file(data, content_type=content_type, filename=filename)
             except Refusal as error:  # the media store is full (507)

@@ -230,6 +230,8 @@ class Context:
     job_id: str | None = None
     # Where a credential's use is recorded (the request log), given by the call or the job.
     on_credential_use: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    # The secrets of the credentials this run used: X-Debug takes them out of its artifacts.
+    revealed: set[str] = field(default_factory=set, repr=False)
     # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
 
@@ -246,6 +248,7 @@ class Context:
             revealed = await reveal_for(name, url)
         except CredentialRefused as refused:
             raise PluginError(403, str(refused), self.page_id, retry=False) from None
+        self.revealed.update(revealed.secrets())
         if self.on_credential_use is not None:
             self.on_credential_use({
                 "name": name, "plugin": self.route, "job_id": self.job_id, "page_id": self.page_id, "origin": origin_of(url),

@@ -10,7 +10,8 @@ recorded action, a snapshot of the page that holds every field's value
 (`__playwright_value_`, a password field's too). So nothing it records runs
 while a secret sits in a field: the focus, the typing and the submit are
 internal calls, and a form that stays on the page after its submit has its
-fields emptied before the flow goes on.
+fields emptied before the flow goes on. Without a submit the values stay in
+the form for the flow's next step, which Playwright records as any step.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ async def fill_form(page: Page, revealed: Revealed, fields: dict[str, str | None
                 left = True
             except TimeoutError:
                 left = False
-        if not left:
+        if submit is not None and not left:
             await _empty(session, fields)  # the values stay out of what the flow's next steps record
         return {"filled": filled, "submitted": submit is not None, "left_the_form": left}
     finally:

@@ -1,0 +1,81 @@
+"""A loopback site with a sign-in form that checks a password and a one-time
+code (RFC 6238) against its own clock, for the credential tests."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+import pyotp
+
+FORM = """<title>Sign in</title>
+<form method="post" action="/sign-in">
+  <input id="user" name="user" autocomplete="username">
+  <input id="pass" name="pass" type="password">
+  <input id="otp" name="otp" autocomplete="one-time-code">
+  <button id="go" type="submit">Sign in</button>
+</form>{error}"""
+
+
+class SignInSite:
+    """Serves `/sign-in` (the form; a POST checks it) and `/welcome`."""
+
+    def __init__(self, username: str, password: str, totp_secret: str) -> None:
+        self.expected = (username, password, totp_secret)
+        self.signed_in = 0  # sign-ins it took
+        self.refused = 0
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/welcome":
+                    return self._send(200, "<title>Welcome</title><p id=welcome>signed in</p>")
+                return self._send(200, FORM.format(error=""))
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+                form = {name: values[0] for name, values in parse_qs(body).items()}
+                user, password, secret = site.expected
+                right = (
+                    form.get("user") == user
+                    and secrets.compare_digest(form.get("pass", "").encode(), password.encode())
+                    and pyotp.TOTP(secret).verify(form.get("otp", ""), valid_window=1)
+                )
+                if right:
+                    site.signed_in += 1
+                    self.send_response(303)
+                    self.send_header("Location", "/welcome")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                site.refused += 1
+                return self._send(403, FORM.format(error="<p id=error>wrong password or code</p>"))
+
+            def _send(self, status: int, html: str) -> None:
+                data = html.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> SignInSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

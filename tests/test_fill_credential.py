@@ -1,0 +1,151 @@
+"""Flows that use a persona's credentials, against a real worker: a loopback
+sign-in form that checks a password and a one-time code against its own
+clock, filled by `web/fill-credential`; the origin rule; and a search of
+everything the worker keeps or shows (answers, the request log, jobs and
+re-runs, every X-Debug artifact with the trace's zip members, the worker's
+output, every byte of the store) for the planted password and secret."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import zipfile
+from pathlib import Path
+
+import pyotp
+import pytest
+
+from harness.worker import WorkerProcess, wait_until
+from tests.conftest import worker_env
+from tests.support.sign_in_site import SignInSite
+
+PASSWORD = "Planted-pa55word-7Qx"
+SECRET = pyotp.random_base32()
+USERNAME = "robin"
+FIELDS = {"username_selector": "#user", "password_selector": "#pass", "totp_selector": "#otp", "submit_selector": "#go"}
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory):
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(REQUEST_LOG_FLUSH_S="0.05")).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def form():
+    with SignInSite(USERNAME, PASSWORD, SECRET) as running:
+        yield running
+
+
+@pytest.fixture
+def credential(api, form):
+    body = {"url": form.url, "username": USERNAME, "password": PASSWORD, "totp_secret": SECRET}
+    assert api.put("/credentials/robin", json=body).status_code in (200, 201)
+    return "robin"
+
+
+def open_form(api, url: str) -> None:
+    opened = api.post("/main/plugin/web/open", json={"url": url})
+    assert opened.status_code == 200, opened.text
+
+
+def leaked(data: bytes) -> list[str]:
+    return [name for name, secret in (("password", PASSWORD), ("totp secret", SECRET)) if secret.encode() in data]
+
+
+def log_rows(worker: WorkerProcess, route: str) -> list[tuple]:
+    with sqlite3.connect(worker.store / "penelope.db") as db:
+        rows = db.execute(
+            "select path, page_id, job_id, status from activity_requestlogentry where route = ? order by id", (route,)
+        ).fetchall()
+    db.close()
+    return rows
+
+
+def test_fill_credential_signs_in_and_answers_no_value(api, worker, form, credential):
+    open_form(api, f"{form.url}/sign-in")
+    signed_before = form.signed_in
+    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS})
+    assert filled.status_code == 200, filled.text
+    body = filled.json()
+    assert body["filled"] == ["username", "password", "totp"] and body["submitted"] is True
+    assert body["left_the_form"] is True and body["url"] == f"{form.url}/welcome"
+    assert form.signed_in == signed_before + 1  # the site took the password and the code, by its own clock
+    assert not leaked(filled.content)
+    used = wait_until(lambda: log_rows(worker, "credentials/used"), what="the use's row")
+    assert used[-1] == (f"robin by web/fill-credential on {form.url}", "main", None, None)
+
+
+def test_a_credential_is_refused_off_its_origin_and_nothing_is_typed(api, worker, form, credential, site):
+    open_form(api, f"{site.url}/list?page=1&pages=2")  # another port: another origin
+    rows_before = len(log_rows(worker, "credentials/used"))
+    refused = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS})
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert form.url in error and site.url in error and not leaked(refused.content)
+    assert len(log_rows(worker, "credentials/used")) == rows_before  # refused: not used
+    assert api.get("/credentials/robin").json()["used_at"] is not None  # from the earlier test, not this one
+
+
+def test_a_form_that_stays_after_its_submit_is_emptied_and_x_debug_records_no_value(api, worker, form, credential):
+    wrong = {"url": form.url, "username": USERNAME, "password": PASSWORD + "-old", "totp_secret": SECRET}
+    assert api.put("/credentials/stale", json=wrong).status_code in (200, 201)
+    open_form(api, f"{form.url}/sign-in")
+    refused_before = form.refused
+    answer = api.post(
+        "/main/plugin/web/fill-credential", json={"credential": "stale", **FIELDS}, headers={"X-Debug": "always"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert form.refused == refused_before + 1
+    artifacts = answer.json()["artifacts"]
+    for name, link in artifacts.items():
+        if not isinstance(link, dict):
+            continue
+        data = api.get(worker.base_url + link["url"]).content
+        assert not leaked(data), name
+        if name == "trace":
+            with zipfile.ZipFile(io.BytesIO(data)) as trace:
+                for member in trace.namelist():
+                    assert not leaked(trace.read(member)), member
+    # What the page holds now, read by a recorded step: no value is left in the form.
+    values = api.post("/main/primitive/evaluate", json={
+        "expression": "[...document.querySelectorAll('input')].map(i => i.value).join('|')",
+    }).json()["value"]
+    assert PASSWORD not in values
+
+
+def test_a_job_and_its_rerun_hold_the_name_only(api, worker, form, credential):
+    open_form(api, f"{form.url}/sign-in")
+    started = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS}, headers={"X-Result-Ttl": "600"})
+    assert started.status_code == 202, started.text
+    job_id = started.json()["job_id"]
+    ended = wait_until(lambda: (body := api.get(f"/jobs/{job_id}").json())["state"] == "done" and body, what="the job")
+    assert ended["result"]["left_the_form"] is True
+    used = wait_until(lambda: [row for row in log_rows(worker, "credentials/used") if row[2] == job_id], what="its row")
+    assert used[0][0] == f"robin by web/fill-credential on {form.url}"
+    open_form(api, f"{form.url}/sign-in")
+    rerun = api.post(f"/jobs/{job_id}/rerun")
+    assert rerun.status_code == 202, rerun.text
+    wait_until(lambda: api.get(f"/jobs/{rerun.json()['job_id']}").json()["state"] == "done", what="the re-run")
+
+
+def test_demo_sign_in_signs_in_unattended_with_a_credential(api, worker):
+    from demo_site.accounts import SECURE_HANDLE, SECURE_PASSWORD, SECURE_TOTP_SECRET
+
+    body = {"url": worker.base_url, "username": SECURE_HANDLE, "password": SECURE_PASSWORD, "totp_secret": SECURE_TOTP_SECRET}
+    assert api.put("/credentials/demo", json=body).status_code in (200, 201)
+    signed = api.post("/main/plugin/demo/sign-in", json={"handle": SECURE_HANDLE, "credential": "demo"})
+    assert signed.status_code == 200, signed.text
+    assert signed.json() == {"success": True, "page_id": "main", "handle": SECURE_HANDLE, "signed_in": True, "asked_human": False}
+    assert api.post("/main/primitive/evaluate", json={"expression": "location.pathname"}).json()["value"] == "/demo/signed-in/"
+
+
+def test_nothing_the_worker_keeps_or_prints_holds_a_secret(api, worker):
+    """Last: after every flow above, every byte of the store but its keys,
+    and the worker's own output, is searched for the password and the secret."""
+    api.get("/activity")
+    for path in Path(worker.store).rglob("*"):
+        if path.is_file() and not path.name.startswith(("credentials_key", "key")):
+            assert not leaked(path.read_bytes()), path
+    assert not leaked(worker.log().encode())
