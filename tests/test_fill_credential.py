@@ -115,6 +115,19 @@ def test_a_form_that_stays_after_its_submit_is_emptied_and_x_debug_records_no_va
     assert PASSWORD not in values
 
 
+def test_a_form_whose_page_stays_is_emptied_after_its_submit(api, form, credential):
+    open_form(api, f"{form.url}/scripted")
+    signed_before = form.signed_in
+    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS})
+    assert filled.status_code == 200, filled.text
+    assert filled.json()["left_the_form"] is False
+    wait_until(lambda: form.signed_in == signed_before + 1, what="the scripted sign-in")
+    values = api.post("/main/primitive/evaluate", json={
+        "expression": "[...document.querySelectorAll('input')].map(i => i.value).join('|')",
+    }).json()["value"]
+    assert values == "||"  # emptied: the next recorded step's snapshot holds no value
+
+
 def test_a_job_and_its_rerun_hold_the_name_only(api, worker, form, credential):
     open_form(api, f"{form.url}/sign-in")
     started = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS}, headers={"X-Result-Ttl": "600"})

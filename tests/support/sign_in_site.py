@@ -19,8 +19,24 @@ FORM = """<title>Sign in</title>
 </form>{error}"""
 
 
+# The same form on a page that stays: its script posts it and shows the answer.
+SCRIPTED = """<title>Sign in</title>
+<form id="form">
+  <input id="user" name="user"><input id="pass" name="pass" type="password"><input id="otp" name="otp">
+  <button id="go" type="submit">Sign in</button>
+</form><p id="said"></p>
+<script>
+document.getElementById("form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const answer = await fetch("/sign-in", {method: "POST", body: new URLSearchParams(new FormData(event.target))});
+  document.getElementById("said").textContent = answer.status;
+});
+</script>"""
+
+
 class SignInSite:
-    """Serves `/sign-in` (the form; a POST checks it) and `/welcome`."""
+    """Serves `/sign-in` (the form; a POST checks it), `/scripted` (the form
+    posted by a script, on a page that stays) and `/welcome`."""
 
     def __init__(self, username: str, password: str, totp_secret: str) -> None:
         self.expected = (username, password, totp_secret)
@@ -32,6 +48,8 @@ class SignInSite:
             def do_GET(self) -> None:
                 if self.path == "/welcome":
                     return self._send(200, "<title>Welcome</title><p id=welcome>signed in</p>")
+                if self.path == "/scripted":
+                    return self._send(200, SCRIPTED)
                 return self._send(200, FORM.format(error=""))
 
             def do_POST(self) -> None:
