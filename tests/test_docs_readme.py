@@ -18,4 +18,4 @@ def test_every_block_of_the_readme_runs(tmp_path):
             "/tmp/received": str(tmp_path / "received"),
         }
         done = run_document(ROOT / "README.md", tmp_path, store=store, env={}, addresses=addresses)
-    assert (len(done.ran), len(done.not_run), done.compared) == (7, 6, 5)
+    assert (len(done.ran), len(done.not_run), done.compared) == (8, 6, 6)
