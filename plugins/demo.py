@@ -16,7 +16,9 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rest_framework import serializers
 
 from core.api import MAY_PASS
+from core.db_thread import on_db_thread
 from core.shapes import Text
+from credentials import store
 from plugins.framework import Context, Family, PluginError
 from plugins.signing_in import fill_form
 
@@ -198,10 +200,10 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
 async def sign_in_unattended(page: Page, handle: str, name: str, ctx: Context) -> dict[str, Any]:
     """Sign in with the password and one-time code of credential `name`,
     typed where nothing records them (plugins/signing_in.py)."""
+    if (await on_db_thread(store.view)(name))["username"] != handle:  # before any use: nothing revealed
+        raise PluginError(422, f"Credential {name} is not @{handle}'s: its username is another.", retry=False)
     await page.goto(demo_url("sign-in/password/"), wait_until="domcontentloaded")
     revealed = await ctx.credential(name)
-    if revealed.username != handle:
-        raise PluginError(422, f"Credential {name} is not @{handle}'s: its username is another.", retry=False)
     fields = {"username": "#username", "password": "#password", "totp": "#code"}
     try:
         await fill_form(page, revealed, fields, "#sign-in")

@@ -86,16 +86,12 @@ async def fill_form(page: Page, revealed: Revealed, fields: dict[str, str | None
     not filled). Answers what was filled, whether it was submitted, and
     whether the page left the form (a navigation); the values themselves
     never leave this function."""
+    typed = {kind: _value_of(revealed, kind) for kind, selector in fields.items() if selector is not None}
     session = await page.context.new_cdp_session(page)
     filled: list[str] = []
     try:
-        values = {"username": lambda: revealed.username, "password": lambda: revealed.password, "totp": revealed.totp}
-        for kind, selector in fields.items():
-            if selector is None:
-                continue
-            value = values[kind]()
-            if not value:
-                raise ValueError(f"credential {revealed.name} has no {kind} to type")
+        for kind, value in typed.items():
+            selector = fields[kind]
             shown = await _call(session, FOCUS_JS, selector)
             if shown != "focused":
                 await _empty(session, fields)
@@ -132,6 +128,19 @@ async def _call(session: Any, function: str, argument: Any) -> Any:
 
 async def _empty(session: Any, fields: dict[str, str | None]) -> None:
     await _call(session, EMPTY_JS, [selector for selector in fields.values() if selector])
+
+
+def _value_of(revealed: Revealed, kind: str) -> str:
+    """What is typed for `kind`, found before anything is typed: ValueError
+    when the credential has none, so no field is left half filled."""
+    if kind == "totp":
+        if not revealed.has_totp:
+            raise ValueError(f"credential {revealed.name} has no TOTP secret to make a code from")
+        return revealed.totp()
+    value = revealed.username if kind == "username" else revealed.password
+    if not value:
+        raise ValueError(f"credential {revealed.name} has no {kind} to type")
+    return value
 
 
 def _note_navigation(event: dict[str, Any], navigated: asyncio.Event) -> None:
