@@ -119,6 +119,8 @@ def test_filters_keep_to_their_job_and_page(worker, api):
         seen = until(other_page, "job.ended", other_job)
     assert {event["page_id"] for event in seen} == {"other"}
     assert ev_job not in {event["job_id"] for event in seen}
+    # Page ev's job may still run (only page other's was waited for): it ends first.
+    wait_until(lambda: api.get(f"/jobs/{ev_job}").json()["state"] not in ("queued", "running"), what="ev's job to end")
     first = start(api, "testing/sleep", {"seconds": 0.3}, page="ev")
     with events(worker, f"job={first}") as one_job:
         start(api, "web/state", {}, page="other")
