@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import secrets
 import time
-
-import pyotp
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import pyotp
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
