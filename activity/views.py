@@ -51,6 +51,7 @@ class Activity(Success):
     last_activity_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds, null before the first request.")
     idle_seconds = serializers.FloatField(min_value=0, help_text="0 while a request, job or webhook is in flight.")
     busy_pages = serializers.ListField(child=serializers.CharField())
+    open_pages = serializers.ListField(child=serializers.CharField(), help_text="Every page open now, busy or not.")
     cdp_connections = serializers.IntegerField(
         min_value=0, help_text="CDP clients connected now (/cdp/<token>); each is also a request in flight."
     )
@@ -176,6 +177,7 @@ class ActivityView(ApiView):
                 "last_activity_at": tracker.last_activity_at or None,
                 "idle_seconds": tracker.idle_now(**counts, now=now),
                 "busy_pages": [name for name, page in runtime.pages.pages.items() if page.busy],
+                "open_pages": list(runtime.pages.pages),
                 "cdp_connections": runtime.cdp.open,
                 "stay_awake": int(tracker.stays_awake(**counts, idle_timeout_s=settings.IDLE_TIMEOUT_S, now=now)),
                 "browser_state": browser_state(runtime.pages),

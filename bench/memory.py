@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.cgroup import MemoryCgroup
-from browser.processes import _descendants, _is_browser, _pss, _rss
+from browser.processes import is_browser
+from core.procfs import descendants, pss, rss
 
 MB = 1024 * 1024
 
@@ -26,12 +27,12 @@ class Memory:
 
     @classmethod
     def of(cls, worker_pid: int, cgroup: MemoryCgroup | None = None) -> Memory:
-        tree = _descendants(worker_pid)
-        browser = [pid for pid in tree if _is_browser(pid)]
+        tree = descendants(worker_pid)
+        browser = [pid for pid in tree if is_browser(pid)]
         others = [worker_pid, *(pid for pid in tree if pid not in browser)]
         return cls(
-            _rss(worker_pid) / MB, sum(_rss(pid) for pid in browser) / MB, len(browser),
-            sum(_pss(pid) for pid in others) / MB, sum(_pss(pid) for pid in browser) / MB,
+            rss(worker_pid) / MB, sum(rss(pid) for pid in browser) / MB, len(browser),
+            sum(pss(pid) for pid in others) / MB, sum(pss(pid) for pid in browser) / MB,
             cgroup.charged_bytes() / MB if cgroup else None, cgroup.working_set_bytes() / MB if cgroup else None,
         )
 

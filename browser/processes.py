@@ -8,6 +8,8 @@ import logging
 import os
 from pathlib import Path
 
+from core.procfs import command_name, descendants, pss, rss
+
 log = logging.getLogger("penelope.browser")
 
 
@@ -58,7 +60,7 @@ def resident_bytes() -> int:
     """The resident memory of the worker's browser processes, in bytes (Linux
     /proc): a read of every process's stat, so callers off the loop may prefer
     a thread."""
-    return sum(_rss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+    return sum(rss(pid) for pid in descendants(os.getpid()) if is_browser(pid))
 
 
 def charged_bytes() -> int:
@@ -66,51 +68,9 @@ def charged_bytes() -> int:
     of their proportional set sizes (Linux /proc/PID/smaps_rollup), where a
     page shared by N processes counts 1/N in each. The sum of resident sizes
     counts Chromium's shared pages once per process, about three times over."""
-    return sum(_pss(pid) for pid in _descendants(os.getpid()) if _is_browser(pid))
+    return sum(pss(pid) for pid in descendants(os.getpid()) if is_browser(pid))
 
 
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def _is_browser(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/comm") as comm:
-            name = comm.read().strip()
-    except OSError:
-        return False
+def is_browser(pid: int) -> bool:
+    name = command_name(pid)
     return "chrom" in name or name == "headless_shell"
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0

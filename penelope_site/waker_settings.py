@@ -29,6 +29,14 @@ WAKER_POLL_S = env_float("WAKER_POLL_S", 2)
 # A sleeping worker is started this many seconds before its next schedule's
 # fire (its store's next-wake-at), and not stopped while one is due as soon.
 WAKE_LEAD_S = env_float("WAKE_LEAD_S", 30)
+# How often the waker reads a running worker's charged memory (its process
+# tree's proportional set size), for the console.
+WAKER_MEMORY_EVERY_S = env_float("WAKER_MEMORY_EVERY_S", 10)
+# How long a console sign-in lasts, and how long a wrong key waits for its refusal.
+CONSOLE_SESSION_S = env_float("CONSOLE_SESSION_S", 12 * 3600)
+CONSOLE_REFUSAL_S = env_float("CONSOLE_REFUSAL_S", 1.0)
+# How often an open console page refreshes itself.
+CONSOLE_REFRESH_S = env_float("CONSOLE_REFRESH_S", 5)
 # How long a worker may take to answer its health check after it is started.
 WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
 # How long a worker has to stop after SIGTERM before it gets SIGKILL.
@@ -42,10 +50,12 @@ WORKER_SETTINGS_MODULE = "penelope_site.settings"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secrets.token_hex(32)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = ["*"]
-INSTALLED_APPS = ["waker"]
+INSTALLED_APPS = ["waker", "console"]
 # CommonMiddleware gives each answer its Content-Length.
 MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
-ROOT_URLCONF = "waker.urls"
+ROOT_URLCONF = "penelope_site.waker_urls"
+# The console's pages (console/templates/); no context processor, no database.
+TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True}]
 APPEND_SLASH = False
 DATABASES: dict = {}
 USE_TZ = True

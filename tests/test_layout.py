@@ -169,7 +169,7 @@ def test_no_import_circle():
 FLOORS = {
     "core": 0,
     "browser": 1, "media_store": 1, "waker": 1, "demo_site": 1, "credentials": 1,
-    "live": 2,
+    "live": 2, "console": 2,
     "plugins": 3,
     "activity": 4,
     "jobs": 5, "cdp": 5,

@@ -30,6 +30,7 @@ from waker.personas import ALWAYS, SLEEPY, Persona
 from waker.policy import Activity, retry_delay, stop_due
 from waker.process import Child, StartFailed
 from waker.readings import ActivityUnreadable
+from waker.watch import Watch
 
 log = logging.getLogger("penelope.waker")
 
@@ -70,6 +71,7 @@ class PersonaWorker:
         self._start_attempt: asyncio.Future[None] | None = None
         self._failed_starts = 0
         self._retry_at = 0.0  # monotonic
+        self.watch = Watch()  # for the console
 
     @property
     def log_path(self) -> Path:
@@ -142,7 +144,8 @@ class PersonaWorker:
             await self._until_healthy(child)
             if self.closing:
                 raise StartFailed("The waker is stopping.")
-        except BaseException:
+        except BaseException as error:
+            self.watch.start_failed(error)
             metrics.wake_failed(persona.name)
             if child is not None:
                 await self._terminate(child)
@@ -154,6 +157,7 @@ class PersonaWorker:
         self.running_since = time.monotonic()
         self.activity = None
         self._failed_starts = 0
+        self.watch.started()
         log.info("persona %s: worker %d running on %s", persona.name, child.process.pid, persona.api_url)
 
     async def _until_healthy(self, child: Child) -> None:
@@ -280,6 +284,7 @@ class PersonaWorker:
         if self.state != RUNNING:
             return
         read_started, child = time.monotonic(), self.child
+        await self.watch.sample_memory(child.process.pid)
         activity = await self.read_activity()
         if activity is not None and activity.browser_failed:
             await self._restart_failed(child)
@@ -370,6 +375,7 @@ class PersonaWorker:
             return None
         if self.state == RUNNING:  # a read that raced a stop leaves nothing behind
             self.activity, self.activity_error = activity, None
+            self.watch.read(activity)
         return activity
 
     def auth_headers(self) -> dict[str, str]:

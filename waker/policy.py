@@ -26,6 +26,8 @@ class Activity:
     browser_state: str = "up"
     # Epoch seconds of its next schedule's fire, None when it has none.
     next_wake_at: float | None = None
+    busy_pages: tuple[str, ...] = ()
+    open_pages: tuple[str, ...] = ()
 
     @property
     def browser_failed(self) -> bool:

@@ -64,6 +64,8 @@ async def read_activity(http: httpx.AsyncClient, persona: Persona) -> Activity:
             read_at=time.time(),
             browser_state=str(body.get("browser_state", "up")),
             next_wake_at=float(body["next_wake_at"]) if body.get("next_wake_at") is not None else None,
+            busy_pages=tuple(map(str, body.get("busy_pages", ()))),
+            open_pages=tuple(map(str, body.get("open_pages", ()))),
         )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
         raise ActivityUnreadable(str(error) or error.__class__.__name__) from None

@@ -12,6 +12,7 @@ import logging
 import httpx
 
 from waker import metrics
+from waker.guard import KeyGuard
 from waker.persona_worker import RUNNING, PersonaWorker, WorkInFlight
 from waker.personas import Persona
 from waker.process import StartFailed
@@ -38,6 +39,7 @@ class Supervisor:
         self.workers = {persona.name: PersonaWorker(persona, self.http) for persona in personas}
         metrics.known(self.workers)
         self._tasks: list[asyncio.Task[None]] = []
+        self.key_guard = KeyGuard()  # the console's wrong keys (waker/guard.py)
 
     def get(self, name: str) -> PersonaWorker | None:
         return self.workers.get(name)

@@ -22,7 +22,8 @@ import httpx
 
 from bench.report import Plan, Report, Row, lat
 from bench.stats import Latency
-from browser.processes import _descendants, _is_browser
+from browser.processes import is_browser
+from core.procfs import descendants
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -95,7 +96,7 @@ def cpu_seconds(pids: list[int]) -> float:
 
 def cpu_over(worker_pid: int, seconds: float) -> tuple[float, float]:
     """The worker's and its browser's CPU, in % of one core, over `seconds`."""
-    browser = [pid for pid in _descendants(worker_pid) if _is_browser(pid)]
+    browser = [pid for pid in descendants(worker_pid) if is_browser(pid)]
     before = cpu_seconds([worker_pid]), cpu_seconds(browser)
     time.sleep(seconds)
     after = cpu_seconds([worker_pid]), cpu_seconds(browser)

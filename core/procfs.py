@@ -1,0 +1,63 @@
+"""Processes as Linux's /proc shows them: a process's descendants and their
+memory, resident and charged (the proportional set size, where a page
+shared by N processes counts 1/N in each). Reads of small files, so a
+caller on an event loop with many to read may prefer a thread."""
+
+from __future__ import annotations
+
+import os
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process under `root`, at any depth."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def pss(pid: int) -> int:
+    """The process's proportional set size in bytes; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def rss(pid: int) -> int:
+    """The process's resident size in bytes; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def command_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
+
+
+def tree_charged_bytes(root: int) -> int:
+    """The memory charged to `root` and every process under it: a worker with
+    its Playwright driver and its browser."""
+    return sum(pss(pid) for pid in [root, *descendants(root)])
