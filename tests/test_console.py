@@ -6,18 +6,27 @@ compared with the worker's own API, and `dozer` is never woken by any of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from harness.waker import WakerProcess
-from harness.worker import wait_until
+from harness.worker import ROOT, wait_until
 from tests.conftest import worker_env
+
+# The client is its own package, tested from the checkout (tests/test_client.py).
+sys.path.insert(0, str(ROOT / "client"))
+
+from penelope_client import AsyncWaker, Waker  # noqa: E402
+from penelope_client.errors import Refused, Unauthorized  # noqa: E402
 
 REFUSAL_S = 0.4
 ENV = {
@@ -374,4 +383,32 @@ def test_no_page_or_script_shows_a_key(fleet, console):
             assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
     assert "penelope_" in console.get("/console/p/busy/metrics").text  # the worker's own metrics, read for the operator
     assert console.get("/console/p/dozer/metrics").status_code == 503  # asleep: not woken for it
+    dozer_still_asleep(fleet)
+
+
+def test_the_python_client_searches_the_fleet(fleet):
+    waker = fleet.waker
+    with Waker(waker.base_url, waker.key) as wake:
+        found = wake.fleet_jobs(plugin="testing/refuse", state="done")
+        assert {(job["persona"], job["id"]) for job in found["jobs"]} == {
+            ("dozer", fleet.jobs["dozer_failed"]), ("busy", fleet.jobs["busy_failed"])
+        }
+        assert wake.fleet_jobs(job_id=fleet.jobs["busy_running"], personas=["busy"])["count"] == 1
+        assert wake.fleet_jobs(since=datetime(2100, 1, 1, tzinfo=UTC))["jobs"] == []
+        assert wake.fleet_jobs(until=0.0, limit=5)["jobs"] == []
+        with pytest.raises(Refused, match="Invalid parameter 'state'"):
+            wake.fleet_jobs(state="sleeping")
+    with Waker(waker.base_url, "not-the-key") as stranger, pytest.raises(Unauthorized):
+        stranger.fleet_jobs()
+
+    async def searched() -> dict:
+        async with AsyncWaker(waker.base_url, waker.key) as wake:
+            return await wake.fleet_jobs(personas=["dozer"])
+
+    # In a thread of its own: this one runs the sync Playwright's loop (the `person` fixture).
+    found: dict = {}
+    searcher = threading.Thread(target=lambda: found.update(asyncio.run(searched())))
+    searcher.start()
+    searcher.join()
+    assert [job["id"] for job in found["jobs"]] == [fleet.jobs["dozer_failed"]]
     dozer_still_asleep(fleet)

@@ -3,6 +3,7 @@ each persona's worker through it (`/w/{name}/api/v1/...`), sync and async."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -19,6 +20,24 @@ WAKER_TIMEOUT_S = 120.0
 
 def _persona_root(waker_root: str, name: str) -> str:
     return f"{waker_root}/w/{shared.segment(name)}"
+
+
+def _moment(value: float | datetime | None) -> str | None:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return None if value is None else repr(float(value))
+
+
+def fleet_jobs_params(
+    job_id: str | None, plugin: str | None, state: str | None, since: float | datetime | None,
+    until: float | datetime | None, personas: list[str] | None, limit: int | None,
+) -> dict[str, str]:
+    """The query of GET /api/v1/fleet/jobs, without what is not given."""
+    given = {
+        "job_id": job_id, "plugin": plugin, "state": state, "since": _moment(since), "until": _moment(until),
+        "persona": ",".join(personas) if personas else None, "limit": None if limit is None else str(limit),
+    }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 class Waker:
@@ -47,6 +66,17 @@ class Waker:
     def stop(self, name: str, *, force: bool = False) -> Answer:
         """Stop it; Busy while work is in flight, unless `force`."""
         return self.request("POST", f"/personas/{shared.segment(name)}/stop", json={"force": force})
+
+    def fleet_jobs(
+        self, *, job_id: str | None = None, plugin: str | None = None, state: str | None = None,
+        since: float | datetime | None = None, until: float | datetime | None = None,
+        personas: list[str] | None = None, limit: int | None = None,
+    ) -> Answer:
+        """Jobs across every persona, newest first (`jobs`, each with its
+        `persona`), read from their stores: no persona is woken for it.
+        `since` and `until` bound the acceptance time (epoch seconds or a datetime)."""
+        params = fleet_jobs_params(job_id, plugin, state, since, until, personas, limit)
+        return self.request("GET", "/fleet/jobs", params=params)
 
     def persona(self, name: str, key: str | None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S) -> Penelope:
         """A client of the persona's worker through the waker, which starts the
@@ -89,6 +119,14 @@ class AsyncWaker:
 
     async def stop(self, name: str, *, force: bool = False) -> Answer:
         return await self.request("POST", f"/personas/{shared.segment(name)}/stop", json={"force": force})
+
+    async def fleet_jobs(
+        self, *, job_id: str | None = None, plugin: str | None = None, state: str | None = None,
+        since: float | datetime | None = None, until: float | datetime | None = None,
+        personas: list[str] | None = None, limit: int | None = None,
+    ) -> Answer:
+        params = fleet_jobs_params(job_id, plugin, state, since, until, personas, limit)
+        return await self.request("GET", "/fleet/jobs", params=params)
 
     def persona(self, name: str, key: str | None, *, timeout: float | None = shared.DEFAULT_TIMEOUT_S) -> AsyncPenelope:
         return AsyncPenelope(_persona_root(self.base_url, name), key, timeout=timeout)
