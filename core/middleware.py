@@ -6,6 +6,10 @@ thread and back. The API (a bearer key, no cookies) needs none of them, so
 `AdminOnly` runs the chain in ADMIN_MIDDLEWARE for paths under ADMIN_PREFIX
 and hands every other request straight on. CSRF's view check, which Django
 runs between URL resolution and the view, is forwarded for admin paths too.
+Paths are matched on `path_info`, the path below the root path: through the
+waker the admin's `request.path` is `/w/{persona}/admin/...` (its root path,
+penelope_site/asgi.py), and URLs are resolved on `path_info` too, so the
+chain runs for exactly the requests the admin's views answer.
 Running Django middleware outside Django's handler is a framework seam
 (core/seams/, `MiddlewareChain`).
 """
@@ -34,7 +38,7 @@ class AdminOnly:
         markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if request.path.startswith(ADMIN_PREFIX):
+        if request.path_info.startswith(ADMIN_PREFIX):
             marked = admin_request.set(True)  # its database connections are expected (core/db_thread.py)
             try:
                 return await self.admin(request)
@@ -43,6 +47,6 @@ class AdminOnly:
         return await self.get_response(request)
 
     async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
-        if not request.path.startswith(ADMIN_PREFIX):
+        if not request.path_info.startswith(ADMIN_PREFIX):
             return None
         return await self.admin.process_view(request, view, args, kwargs)

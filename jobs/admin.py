@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
-from django.urls import path, reverse
+from django.urls import get_script_prefix, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from core.admin_base import ReadOnlyAdmin, pretty_json, when
@@ -121,7 +121,9 @@ class JobAdmin(ReadOnlyAdmin):
                 f"Job {job.id} is not running on an open page now: there is nothing to watch.", status=404,
                 content_type="text/plain; charset=utf-8",
             )
-        return HttpResponseRedirect(url)
+        # The link's path is the worker's own: under the request's root path
+        # (`/w/{persona}/` through the waker, which forwards live/ there).
+        return HttpResponseRedirect(get_script_prefix() + url.removeprefix("/"))
 
     @admin.display(description="queue")
     def queue(self, job: Job) -> str:

@@ -358,6 +358,9 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
+# Static URLs under each request's root path, like the admin's links (core/static_urls.py).
+STORAGES = {"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}}
+STORAGES["staticfiles"] = {"BACKEND": "core.static_urls.RootPathStaticFilesStorage"}
 
 # Bodies and headers have size limits: a plugin's parameters are small.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 1024 * 1024)

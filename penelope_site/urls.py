@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import include, path, re_path
+from django.urls import include, path, re_path, reverse_lazy
 
 from activity.metrics import MetricsView
 from activity.views import ActivityView, HealthView, WorkloadView
@@ -64,8 +64,10 @@ urlpatterns = [
 ]
 
 
-# The admin's "View site" leads to the worker's health (`/` is no page).
-admin.site.site_url = "/" + api + "health"
+# The admin's "View site" leads to the worker's health (`/` is no page),
+# under the request's root path (`/w/{persona}/api/v1/health` through the
+# waker, which answers it without a key and never wakes a worker for it).
+admin.site.site_url = reverse_lazy("health")
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import clear_script_prefix, set_script_prefix
 
 from core.admin_base import when
 from jobs.models import DeliveryAttempt, Job
@@ -208,7 +209,14 @@ def test_a_running_job_links_its_live_view(operator, runtime, runtime_client):
         link = links.find(opened["Location"].removeprefix("/live/"))
         assert link is not None and link.page is page and link.control
         assert operator.get("/admin/jobs/job/00000000000000f2/live/").status_code == 404  # ended: no link
+        # Under a root path (the waker's /w/{persona}, which forwards live/
+        # there too: waker/admin_forward.py), the link is under it.
+        set_script_prefix("/w/desk/")  # as Django's handler does for a root path; the test client does not
+        prefixed = operator.get("/admin/jobs/job/00000000000000f1/live/", SCRIPT_NAME="/w/desk")
+        assert prefixed.status_code == 302 and prefixed["Location"].startswith("/w/desk/live/")
+        assert links.find(prefixed["Location"].removeprefix("/w/desk/live/")).page is page
     finally:
+        clear_script_prefix()
         links.revoke_page("watched")
 
 

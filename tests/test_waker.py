@@ -185,7 +185,9 @@ def test_a_request_through_the_waker_wakes_a_stopped_worker_and_gets_its_answer(
             "error": "No persona ghost.",
             "page_id": None,
         }
-        assert client.get("/w/doze/admin/").status_code == 404  # only the worker's API is forwarded
+        assert client.get("/w/doze/demo/").status_code == 404  # only the API, live views and the admin are forwarded
+        assert client.get("/w/doze/admin/").status_code == 503  # the admin needs no key, so it wakes nothing
+    assert waker.persona("doze")["state"] == "stopped"
 
     with waker.through("doze") as via:
         # Requests that arrive while it starts wait for it; one worker serves them all.

@@ -1,8 +1,11 @@
 """`/w/{persona}/...`: wake the persona's worker and pass the request
 through. HTTP under `api/v1/` (with one of the persona's keys; health never
 wakes, nor does a read key, whose requests do not count as forwards in
-flight either) and `GET`/`HEAD` under `live/` (no key: the live view's token is its
-credential), the answer streamed back with its status and headers. A
+flight either), `GET`/`HEAD` under `live/` (no key: the live view's token is its
+credential) and the worker's admin under `admin/` with its `static/` files
+(no key: the admin signs in its own users; never woken, waker/admin_forward.py),
+the answer streamed back with its status and headers (a cookie's Path moved
+under `/w/{persona}/`). A
 WebSocket at `api/v1/events` (with a key), `live/<token>/ws` or
 `cdp/<token>` (no key: the token is the credential) is opened to the worker
 first, then accepted, then relayed (waker/socket_relay.py).
@@ -21,21 +24,17 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 import httpx
 
-from waker import socket_relay
-from waker.api import WORKER_KEY_REQUIRED, any_key_matches, encode, error_body
+from waker import admin_forward, socket_relay
+from waker.api import WORKER_KEY_REQUIRED, any_key_matches
+from waker.asgi_parts import Receive, Refused, Responder, Scope, Send, read_body, send_error, until_disconnected
 from waker.socket_relay import loggable, masked
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
 log = logging.getLogger("penelope.waker")
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 PREFIX = "/w/"
 API_PREFIX = "/api/v1/"
@@ -69,18 +68,6 @@ SOCKET_NOT_FORWARDED = NOT_FORWARDED | socket_relay.HANDSHAKE_HEADERS
 FORWARD_TIMEOUT = httpx.Timeout(5.0, read=None, write=None, pool=None)
 
 
-class Refused(Exception):
-    """A request the waker answers itself, with its status and one sentence
-    (a socket's handshake is refused whatever the status: daphne has 403 only)."""
-
-    def __init__(self, status: int, message: str, *, realm: str = "penelope-waker", allow: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.realm, self.allow = status, message, realm, allow
-
-    async def answer(self, send: Send) -> None:
-        await send_error(send, self.status, self.message, realm=self.realm, allow=self.allow)
-
-
 @dataclass(frozen=True)
 class Route:
     """Where a request under `/w/` goes: the persona's worker and the path
@@ -96,9 +83,14 @@ class Route:
     # nor counts as a forward in flight, so a dashboard that polls through
     # the waker never keeps a sleepy worker awake.
     reads_only: bool = False
+    # The worker's admin or its static files (waker/admin_forward.py): no key,
+    # never woken, a forward in flight (what is activity is the worker's to say).
+    admin: bool = False
+    # An admin page's: `/w/{persona}`, the root path the worker is to write into its URLs.
+    root_path: str = ""
 
     def url(self, scope: Scope) -> str:
-        url = self.worker.persona.base_url + self.target.decode("latin-1")
+        url = self.worker.persona.base_url + self.root_path + self.target.decode("latin-1")
         if scope["type"] == "websocket":
             url = "ws" + url.removeprefix("http")  # https, were it so, becomes wss
         if scope.get("query_string"):
@@ -138,7 +130,7 @@ class WakerApplication:
 
     def route(self, scope: Scope) -> Route:
         """The route of a request or socket under `/w/`, its key checked unless
-        it is live's; Refused, before anything is woken, when it has none."""
+        it is live's or the admin's; Refused, before anything is woken, when it has none."""
         name_raw, target = _split(scope.get("raw_path") or scope["path"].encode())
         name = unquote(name_raw.decode("latin-1"))
         worker = self.supervisor.get(name)
@@ -148,16 +140,22 @@ class WakerApplication:
         socket = scope["type"] == "websocket"
         live = path.startswith(LIVE_PREFIX)
         cdp = socket and CDP_SOCKET.fullmatch(path) is not None
+        admin = not socket and admin_forward.is_admin_path(path)
         # No dot segments: the client's HTTP library would resolve them, and
-        # `api/v1/../../admin/` would leave the worker's API.
+        # `api/v1/../../demo/` would leave the worker's API (and `admin/..` its admin).
         if {".", ".."} & set(path.split("/")) or not (
-            (LIVE_SOCKET.fullmatch(path) or cdp or path == EVENTS_PATH) if socket else (live or path.startswith(API_PREFIX))
+            (LIVE_SOCKET.fullmatch(path) or cdp or path == EVENTS_PATH)
+            if socket
+            else (live or admin or path.startswith(API_PREFIX))
         ):
             raise Refused(
                 404,
-                f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/... and /w/{name}/live/... "
-                f"(and sockets at /w/{name}/cdp/<token>) only.",
+                f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/..., /w/{name}/live/... and "
+                f"/w/{name}/admin/... with its /w/{name}/static/... (and sockets at /w/{name}/cdp/<token>) only.",
             )
+        if admin:
+            admin_forward.check(worker, scope["method"], path)  # no key, so never woken: Asleep (503)
+            return Route(worker, target, by_token=False, admin=True, root_path=admin_forward.root_path(PREFIX + name, path))
         if live or cdp:
             # The token in the path is the credential: no key to check. Nor
             # is one woken for it: live links and CDP tokens live in the
@@ -219,7 +217,9 @@ class WakerApplication:
         worker, url = route.worker, route.url(scope)
         name = worker.persona.name
         try:
-            if not route.reads_only:
+            if route.admin:  # stopped since its route was found: still not woken
+                admin_forward.refuse_unless_running(worker)
+            elif not route.reads_only:
                 await wake(worker)
             elif worker.state != RUNNING:  # stopped since its route was found
                 raise Refused(503, read_key_never_wakes(name, worker.state))
@@ -227,6 +227,8 @@ class WakerApplication:
             await refused.answer(send)
             return
         headers = [(key, value) for key, value in scope["headers"] if key not in NOT_FORWARDED]
+        if route.admin:
+            headers = admin_forward.request_headers(headers, scope["headers"], route.root_path)
         http = self.supervisor.http
         with worker.forwarding() if not route.reads_only else contextlib.nullcontext():
             request = http.build_request(scope["method"], url, headers=headers, content=body, timeout=FORWARD_TIMEOUT)
@@ -241,9 +243,11 @@ class WakerApplication:
                     {
                         "type": "http.response.start",
                         "status": upstream.status_code,
-                        "headers": [
-                            (key.lower(), value) for key, value in upstream.headers.raw if key.lower() not in HOP_BY_HOP
-                        ],
+                        # A cookie set through /w/{name}/ stays there: no other persona's (nor the console's).
+                        "headers": admin_forward.cookies_under(
+                            [(key.lower(), value) for key, value in upstream.headers.raw if key.lower() not in HOP_BY_HOP],
+                            PREFIX + name,
+                        ),
                     }
                 )
                 try:
@@ -343,56 +347,3 @@ def _split(raw_path: bytes) -> tuple[bytes, bytes]:
         return b"", b""
     name, slash, target = parts[2].partition(b"/")
     return name, slash + target
-
-
-async def read_body(receive: Receive) -> bytes | None:
-    """The request's whole body, or None when the client went away first."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def until_disconnected(receive: Receive, disconnect: str = "http.disconnect") -> None:
-    while (await receive())["type"] != disconnect:
-        pass
-
-
-class Responder:
-    """The client's side of `send`, knowing how far the answer got."""
-
-    def __init__(self, send: Send):
-        self._send = send
-        self.started = False
-        self.finished = False
-
-    async def __call__(self, message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            self.started = True
-        elif not message.get("more_body", False):
-            self.finished = True
-        await self._send(message)
-
-    async def finish_after_error(self) -> None:
-        """After an unexpected error: the envelope if nothing was sent yet, else end the answer."""
-        if not self.started:
-            await send_error(self, 500, "The waker hit an unexpected error; the details are in its log.")
-        elif not self.finished:
-            await self({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def send_error(
-    send: Send, status: int, message: str, realm: str = "penelope-waker", allow: str | None = None
-) -> None:
-    body = encode(error_body(message))
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", f'Bearer realm="{realm}"'.encode()))
-    if allow is not None:
-        headers.append((b"allow", allow.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,82 @@
+"""The parts of the waker's proxy (waker/proxy.py) that speak plain ASGI:
+the waker's own refusals and error answers, the request body read whole,
+the wait for a client's disconnect, and a `Responder` that knows how far an
+answer got. Apart from the proxy so that what it forwards besides the API
+(the admin, waker/admin_forward.py) answers the same way without importing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from waker.api import encode, error_body
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Refused(Exception):
+    """A request the waker answers itself, with its status and one sentence
+    (a socket's handshake is refused whatever the status: daphne has 403 only)."""
+
+    def __init__(self, status: int, message: str, *, realm: str = "penelope-waker", allow: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.realm, self.allow = status, message, realm, allow
+
+    async def answer(self, send: Send) -> None:
+        await send_error(send, self.status, self.message, realm=self.realm, allow=self.allow)
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The request's whole body, or None when the client went away first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def until_disconnected(receive: Receive, disconnect: str = "http.disconnect") -> None:
+    while (await receive())["type"] != disconnect:
+        pass
+
+
+class Responder:
+    """The client's side of `send`, knowing how far the answer got."""
+
+    def __init__(self, send: Send):
+        self._send = send
+        self.started = False
+        self.finished = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif not message.get("more_body", False):
+            self.finished = True
+        await self._send(message)
+
+    async def finish_after_error(self) -> None:
+        """After an unexpected error: the envelope if nothing was sent yet, else end the answer."""
+        if not self.started:
+            await send_error(self, 500, "The waker hit an unexpected error; the details are in its log.")
+        elif not self.finished:
+            await self({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def send_error(
+    send: Send, status: int, message: str, realm: str = "penelope-waker", allow: str | None = None
+) -> None:
+    body = encode(error_body(message))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", f'Bearer realm="{realm}"'.encode()))
+    if allow is not None:
+        headers.append((b"allow", allow.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
