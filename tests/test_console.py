@@ -168,6 +168,7 @@ def test_the_fleet_page_agrees_with_each_worker_s_own_api_and_never_wakes_the_sl
         assert calls.get_attribute("data-points") == "60"
         assert len(calls.locator("polyline").first.get_attribute("points").split()) == 60
         assert page.locator('[data-chart="Memory charged (peak)"] polyline').count() >= 1
+        assert "queued: 1" in page.inner_text('[data-chart="Queue depth"] .legend')  # the job queued now
         page.goto(waker.base_url + "/console/p/busy/?scale=hour")
         assert page.get_attribute('[data-chart="Jobs"] [data-series="jobs_failed"]', "data-points") == "24"
         assert fleet.jobs["busy_failed"] in page.inner_text("table.jobs")

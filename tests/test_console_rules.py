@@ -1,0 +1,116 @@
+"""The console's rules, in-process: a persona's state and its reason, the
+fleet's sort and filter, the charts' points, the search's refusals, and
+where a sign-in may send you. No waker: each rule is a function of what it
+is given (tests/test_console.py drives the whole console)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console import present
+from console.auth import safe_next
+from console.charts import scaled, sparkline
+from console.fleet import Row, memory_by, state_of
+from console.search import SearchInvalid, parsed
+from waker.persona_worker import RUNNING, STARTING, STOPPED, PersonaWorker
+from waker.personas import ALWAYS, SLEEPY, Persona
+from waker.policy import Activity
+
+
+def worker(mode: str = SLEEPY, state: str = STOPPED) -> PersonaWorker:
+    persona = Persona(name="ada", store=Path("/nonexistent"), port=1, mode=mode, idle_timeout_s=60, recycle_s=3600)
+    made = PersonaWorker(persona, http=None)
+    made.state = state
+    return made
+
+
+def activity(browser_state: str = "up") -> Activity:
+    return Activity(
+        requests_in_flight=0, jobs_in_flight=0, webhooks_pending=0, idle_seconds=1.0, read_at=0.0,
+        browser_state=browser_state,
+    )
+
+
+def test_a_persona_s_state_says_why_it_fails():
+    assert state_of(worker()) == ("asleep", None)
+    assert state_of(worker(state=STARTING)) == ("starting", None)
+    running = worker(state=RUNNING)
+    assert state_of(running) == ("awake", None)
+    running.activity = activity("relaunching")
+    assert state_of(running) == ("failing", "its browser is relaunching")
+    running.activity_error = "it answered HTTP 500"
+    assert state_of(running) == ("failing", "its activity cannot be read: it answered HTTP 500")
+    crashed = worker()
+    crashed.last_exit = {"at": 1.0, "pid": 7, "returncode": -9, "expected": False}
+    assert state_of(crashed) == ("failing", "its worker exited unexpectedly with code -9")
+    crashed.last_exit["expected"] = True
+    assert state_of(crashed) == ("asleep", None)
+    unstartable = worker(ALWAYS)
+    unstartable.watch.start_failed(RuntimeError("the port is taken"))
+    assert state_of(unstartable) == ("failing", "it did not start: the port is taken")
+    unstartable.watch.started()  # a start that succeeds forgets the failure
+    unstartable.stay_stopped = True
+    assert state_of(unstartable) == ("asleep", "stopped by an operator")
+
+
+def row(name: str, state: str = "awake", **figures) -> Row:
+    base = {"jobs_running": 0, "jobs_queued": 0, "failed_hour": 0, "failed_day": 0, "next_fire_at": None}
+    return Row(name=name, mode=SLEEPY, state=state, reason=None, requests_by_hour=[0] * 24, **{**base, **figures})
+
+
+def test_the_fleet_sorts_by_any_column_and_filters_by_state_and_name():
+    rows = [row("bo", jobs_queued=3, next_fire_at=50.0), row("al", "asleep", next_fire_at=10.0), row("cy", "failing")]
+    names = lambda chosen: [each.name for each in chosen]  # noqa: E731
+    assert names(present.chosen(rows, sort="name", descending=False, state="", name="")) == ["al", "bo", "cy"]
+    assert names(present.chosen(rows, sort="queued", descending=True, state="", name="")) == ["bo", "al", "cy"]
+    # No fire sorts last, ascending.
+    assert names(present.chosen(rows, sort="next_fire", descending=False, state="", name="")) == ["al", "bo", "cy"]
+    assert names(present.chosen(rows, sort="state", descending=False, state="", name="")) == ["al", "bo", "cy"]
+    assert names(present.chosen(rows, sort="nonsense", descending=False, state="failing", name="")) == ["cy"]
+    assert names(present.chosen(rows, sort="name", descending=False, state="", name="B")) == ["bo"]
+
+
+def test_a_chart_has_a_point_a_bucket_and_breaks_at_a_missing_one():
+    assert [len(segment.split()) for segment in scaled([1.0, 2.0, None, 4.0, 0.0], 4.0, 100, 50)] == [2, 2]
+    first = scaled([0.0, 4.0], 4.0, 100, 50)[0].split()
+    assert first == ["4.0,46.0", "96.0,4.0"]  # 0 at the bottom, the top at the top, inside the padding
+    assert len(sparkline([0] * 23 + [5]).split()) == 24
+    assert memory_by([(0.0, 10), (30.0, 30), (130.0, 5)], 0.0, 60.0, 3) == [30, None, 5]
+
+
+def test_times_and_sizes_read_as_a_person_reads_them():
+    assert present.span(59) == "59 s" and present.span(3600 + 120) == "1 h 2 min" and present.span(3 * 86400) == "3 d 0 h"
+    assert present.ago(100.0, now=160.0) == "1 min ago" and present.ago(200.0, now=140.0) == "in 1 min"
+    assert present.megabytes(412_000_000) == "412 MB" and present.megabytes(None) == ""
+
+
+class Names:
+    """A fleet of known names, all the search's parser asks of one."""
+
+    def names(self) -> list[str]:
+        return ["ada", "bo"]
+
+
+def test_the_search_refuses_what_it_cannot_use_and_reads_times_both_ways():
+    search, personas = parsed({"state": "done", "since": "2026-12-06T08:00", "until": "1796600000", "persona": "bo"}, Names())
+    assert (search.state, search.since, search.until, personas) == ("done", 1796544000.0, 1796600000.0, ["bo"])
+    assert parsed({"plugin": "", "job_id": " "}, Names())[1] == ["ada", "bo"]  # a form's empty fields are no filter
+    for query, said in (
+        ({"sort": "x"}, "Unknown parameter 'sort'"),
+        ({"state": "asleep"}, "Invalid parameter 'state'"),
+        ({"plugin": "nofamily"}, "Invalid parameter 'plugin'"),
+        ({"since": "soon"}, "Invalid parameter 'since'"),
+        ({"limit": "1001"}, "Invalid parameter 'limit'"),
+        ({"persona": "ada,cy"}, "no persona cy"),
+        ({"job_id": "a/b"}, "Invalid parameter 'job_id'"),
+    ):
+        with pytest.raises(SearchInvalid, match=said):
+            parsed(query, Names())
+
+
+def test_a_sign_in_sends_you_only_to_the_console():
+    assert safe_next("/console/p/ada/?scale=hour") == "/console/p/ada/?scale=hour"
+    for elsewhere in ("https://evil.example/", "//evil.example/console/", "/console//evil", "/admin/", "/console/\\evil", None):
+        assert safe_next(elsewhere) == "/console/"
