@@ -79,12 +79,19 @@ def console_phase(plan: Plan, report: Report, scratch: Path, profile_dir: Path |
             with profiled(waker.process.pid, profile_dir, "console"):  # the waker, where the console runs
                 timings = measure(client, requests(client, waker.key, names, job_ids, now), rounds, waker.process.pid)
         with waker.client() as api:
-            states = {persona["name"]: persona["state"] for persona in api.get("/personas").json()["personas"]}
-        started = waker.workers()
+            personas = api.get("/personas").json()["personas"]
+        # Never started: stopped with no exit on record, no worker process on
+        # its store now, and no worker log in it (a worker's start writes one).
+        asleep = (
+            len(personas) == PERSONAS
+            and all(each["state"] == "stopped" and each["last_exit"] is None for each in personas)
+            and not waker.workers()
+            and not any((waker.store(name) / "worker.log").exists() for name in names)
+        )
     finally:
         left = waker.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    asleep = all(state == "stopped" for state in states.values()) and len(states) == PERSONAS and not started and not left
+    asleep = asleep and not left
     rows(report, timings, stores, asleep)
 
 
