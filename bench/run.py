@@ -32,6 +32,7 @@ from bench import load
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.phases.cdp import cdp_phase
+from bench.phases.console import console_phase
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.files import files_phase
@@ -62,7 +63,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
 
 
 PHASES = ("steps", "guard", "files", "cdp", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
-          "live", "peer", "memory", "store", "soak", "personas")
+          "live", "peer", "memory", "store", "soak", "personas", "console")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -161,6 +162,9 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
         if "personas" in phases:
             print("personas per host, through the waker", flush=True)
             personas_phase(plan, report, scratch)
+        if "console" in phases:
+            print("the console: 30 sleeping personas of 10,000 jobs each, through the waker", flush=True)
+            console_phase(plan, report, scratch, profile_dir)
     except BaseException:
         print(worker.log()[-5000:], file=sys.stderr)
         raise

@@ -150,6 +150,22 @@ def outcome_counts(db: sqlite3.Connection, start: float, step: float, count: int
     return counts
 
 
+def request_counts(db: sqlite3.Connection, start: float, step: float, count: int) -> list[int]:
+    """Calls and jobs, whatever their outcome, in `count` buckets of `step`
+    seconds from `start`: `outcome_counts` summed, in one key of grouping
+    instead of three. The fleet page reads this for every persona at every
+    refresh; the three keys cost it a third more time (bench/phases/console.py)."""
+    totals = [0] * count
+    for bucket, number in db.execute(
+        f"SELECT CAST((started_at - ?) / ? AS INTEGER), count(*) FROM activity_requestlogentry "
+        f"WHERE started_at >= ? AND {WORK_ROW} GROUP BY 1",
+        (start, step, start),
+    ):
+        if 0 <= bucket < count:
+            totals[bucket] += number
+    return totals
+
+
 def row_reading(store: Path, now: float) -> dict[str, Any]:
     """What the fleet page shows of a persona's store: its job counts, its
     next fire, and its requests (calls and jobs) per hour over the last day."""
@@ -158,12 +174,11 @@ def row_reading(store: Path, now: float) -> dict[str, Any]:
     with opened(store) as db:
         if db is None:
             return {"jobs": empty_overview(now)["jobs"], "next_fire_at": None, "requests_by_hour": [0] * count}
-        counts = outcome_counts(db, start, step, count)
         (next_fire,) = db.execute("SELECT min(next_fire_at) FROM schedules_schedule WHERE NOT paused").fetchone()
         return {
             "jobs": job_counts(db, now),
             "next_fire_at": next_fire,
-            "requests_by_hour": [sum(each) for each in zip(*counts.values(), strict=True)],
+            "requests_by_hour": request_counts(db, start, step, count),
         }
 
 
