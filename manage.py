@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Django's command-line entry point: the worker's commands, and the waker's.
+"""Django's command-line entry point: the worker's commands, the waker's and
+the console's.
 
 `manage.py waker` runs with the waker's own settings
-(penelope_site/waker_settings.py: its apps only); every other command with
+(penelope_site/waker_settings.py: its apps only), `manage.py console` with
+the console's (penelope_site/console_settings.py), every other command with
 the worker's. A DJANGO_SETTINGS_MODULE of your own is kept.
 """
 import os
@@ -10,11 +12,13 @@ import sys
 
 WORKER_SETTINGS = "penelope_site.settings"
 WAKER_SETTINGS = "penelope_site.waker_settings"
+CONSOLE_SETTINGS = "penelope_site.console_settings"
+SETTINGS_OF = {"waker": WAKER_SETTINGS, "console": CONSOLE_SETTINGS}
 
 
 def main() -> None:
-    wanted = WAKER_SETTINGS if sys.argv[1:2] == ["waker"] else WORKER_SETTINGS
-    if os.environ.get("DJANGO_SETTINGS_MODULE", "") in ("", WORKER_SETTINGS, WAKER_SETTINGS):
+    wanted = SETTINGS_OF.get(sys.argv[1] if len(sys.argv) > 1 else "", WORKER_SETTINGS)
+    if os.environ.get("DJANGO_SETTINGS_MODULE", "") in ("", WORKER_SETTINGS, *SETTINGS_OF.values()):
         os.environ["DJANGO_SETTINGS_MODULE"] = wanted
     from django.core.management import execute_from_command_line
 

@@ -30,7 +30,7 @@ from activity import log as request_log
 from core import metrics
 from core.api import API_PREFIX
 from core.auth import FULL, key_matches, request_role
-from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
+from core.routes import ACTIVITY, HEALTH, JOBS, MEDIA, METRICS, OVERVIEW, PLUGIN, PRESSURE, PRIMITIVE, WORKLOAD
 from core.runtime import runtime_of
 from core.seams import close_with
 from plugins.framework import find_action
@@ -41,10 +41,13 @@ ACTIVITY_PATH = API_PREFIX + ACTIVITY
 WORKLOAD_PATH = API_PREFIX + WORKLOAD
 METRICS_PATH = API_PREFIX + METRICS
 PRESSURE_PATH = API_PREFIX + PRESSURE
-# The waker's reads, a metrics scraper's and a scheduler's look at the
-# pressure. Counting them as activity would keep a sleepy worker awake
-# forever, and logging them would fill the log with the readers themselves.
-MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH, PRESSURE_PATH})
+OVERVIEW_PATH = API_PREFIX + OVERVIEW
+OVERVIEW_JOBS_PATH = f"{OVERVIEW_PATH}/{JOBS}"
+# The waker's reads, a metrics scraper's, a scheduler's look at the
+# pressure and a fleet console's (the overview and its job search). Counting
+# them as activity would keep a sleepy worker awake forever, and logging
+# them would fill the log with the readers themselves.
+MONITORING_PATHS = frozenset({ACTIVITY_PATH, WORKLOAD_PATH, METRICS_PATH, PRESSURE_PATH, OVERVIEW_PATH, OVERVIEW_JOBS_PATH})
 # The metrics' route for a plugin action or a primitive the worker does not
 # have: a client can put anything in a URL, and a label takes a bounded set.
 UNKNOWN_PLUGIN = f"{PLUGIN}/(unknown)"

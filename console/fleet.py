@@ -71,6 +71,8 @@ class Detail:
     pages_open: list[str]
     pages_busy: list[str]
     can_act: bool
+    # Whether /w/{name}/... reaches the persona (the waker's proxy); on Kubernetes nothing answers there.
+    waker_links: bool = True
 
 
 class Fleet(Protocol):

@@ -1,23 +1,31 @@
 """A search of the fleet's jobs, from a query string: the console's jobs page
 and `GET /api/v1/fleet/jobs` read it alike, and refuse alike what they
-cannot use (an unknown parameter, a bad state, a time that is no time)."""
+cannot use (an unknown parameter, a bad state, a time that is no time). A
+worker's own search of its store (`GET /api/v1/overview/jobs`,
+activity/overview.py) takes the same parameters but `persona`, by the same
+rules (`job_search`)."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.fleet import Fleet
 from console.readings import JOB_STATES, MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
+from core.numbers import WholeNumber
+
+if TYPE_CHECKING:  # the fleet imports the waker, which a worker reading its own store has no use for
+    from console.fleet import Fleet
 
 
 class SearchInvalid(ValueError):
     """The sentence says which parameter and why."""
 
 
+@extend_schema_field({"type": "string"})
 class Moment(serializers.Field):
     """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."""
 
@@ -43,21 +51,43 @@ class SearchQuery(serializers.Serializer):
     since = Moment(required=False, help_text="Accepted at or after.")
     until = Moment(required=False, help_text="Accepted before.")
     persona = serializers.CharField(max_length=2000, required=False, help_text="Persona names, comma-separated.")
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_SEARCH_LIMIT, default=SEARCH_LIMIT)
+    limit = WholeNumber(min_value=1, max_value=MAX_SEARCH_LIMIT, default=SEARCH_LIMIT, help_text="Jobs at most.")
+
+
+class StoreSearchQuery(SearchQuery):
+    """A worker's search of its own store: no persona to choose."""
+
+    persona = None
+
+
+def known_only(query: dict[str, str], shape: type[SearchQuery]) -> None:
+    """SearchInvalid for the first parameter `shape` does not take."""
+    names = list(shape().fields)
+    unknown = sorted(set(query) - set(names))
+    if unknown:
+        raise SearchInvalid(f"Unknown parameter '{unknown[0][:64]}': use {', '.join(names)}.")
+
+
+def checked(query: dict[str, str], shape: type[SearchQuery]) -> dict[str, Any]:
+    """The query's values as `shape` reads them; SearchInvalid naming the first bad one."""
+    known_only(query, shape)
+    reading = shape(data=query)
+    if not reading.is_valid():
+        field, messages = next(iter(reading.errors.items()))
+        raise SearchInvalid(f"Invalid parameter '{field}': {messages[0]}")
+    return dict(reading.validated_data)
+
+
+def job_search(query: dict[str, str]) -> JobSearch:
+    """A worker's search of its store; a blank value is a bad one (no form sends it)."""
+    return JobSearch(**checked(query, StoreSearchQuery))
 
 
 def parsed(query: dict[str, str], fleet: Fleet) -> tuple[JobSearch, list[str]]:
     """The search and the personas it covers (every one unless named);
     SearchInvalid when a parameter cannot be used."""
-    unknown = sorted(set(query) - set(SearchQuery().fields))
-    if unknown:
-        raise SearchInvalid(f"Unknown parameter '{unknown[0][:64]}': use {', '.join(SearchQuery().fields)}.")
-    given = {name: value for name, value in query.items() if value.strip()}  # a form's empty fields
-    checked = SearchQuery(data=given)
-    if not checked.is_valid():
-        field, messages = next(iter(checked.errors.items()))
-        raise SearchInvalid(f"Invalid parameter '{field}': {messages[0]}")
-    values = dict(checked.validated_data)
+    known_only(query, SearchQuery)
+    values = checked({name: value for name, value in query.items() if value.strip()}, SearchQuery)  # a form's empty fields
     known = fleet.names()
     personas = known
     if "persona" in values:

@@ -20,6 +20,7 @@ PAGES = "pages"
 MEDIA = "media"
 JOBS = "jobs"
 PRESSURE = "pressure"
+OVERVIEW = "overview"  # what the fleet console shows of the persona (activity/overview.py)
 SCHEDULES = "schedules"  # cron schedules that start jobs (schedules/)
 CREDENTIALS = "credentials"  # a persona's credentials, sealed (credentials/)
 ANY = "any"  # a plugin call on whichever page is free (browser/pool.py)
@@ -28,7 +29,7 @@ EVENTS = "events"  # the WebSocket route (penelope_site/asgi.py)
 RESERVED_PAGE_IDS = frozenset(
     {
         HEALTH, ACTIVITY, WORKLOAD, METRICS, PRESSURE, PURGE, SCHEMA, PAGES, MEDIA, JOBS, SCHEDULES, CREDENTIALS,
-        EVENTS, ANY,
+        EVENTS, ANY, OVERVIEW,
     }
 )
 

@@ -16,9 +16,10 @@ from rest_framework import serializers
 from browser.pages import PAGE_ID_PATTERN
 from core.auth import READ
 from core.errors import NoSuchJob
+from core.numbers import WholeNumber
 from core.rest import ApiView, answer, validated
 from core.schema import operation, x_lease
-from core.shapes import JOB_ID_PATTERN, WholeNumber
+from core.shapes import JOB_ID_PATTERN
 from jobs.models import Job
 from jobs.options import plain_seconds
 from jobs.selectors import LIST_LIMIT, MAX_LIST_LIMIT

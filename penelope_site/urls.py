@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path, reverse_lazy
 
 from activity.metrics import MetricsView
+from activity.overview import OverviewJobsView, OverviewView
 from activity.views import ActivityView, HealthView, WorkloadView
 from browser.views import Lease, PageDetail, Pages, Purge
 from cdp.views import PageCdp
@@ -37,6 +38,8 @@ urlpatterns = [
     path(api + "workload", WorkloadView.as_view(), name="workload"),
     path(api + "metrics", MetricsView.as_view(jobs_held=job_selectors.held_by_state, job_counts=on_db_thread(job_selectors.counts)), name="metrics"),
     path(api + "pressure", PressureView.as_view(), name="pressure"),
+    path(api + "overview", OverviewView.as_view(), name="overview"),
+    path(api + "overview/jobs", OverviewJobsView.as_view(), name="overview_jobs"),
     path(api + "purge", Purge.as_view(), name="purge"),
     path(api + "schema", SchemaView.as_view(), name="schema"),
     path(api + "pages", Pages.as_view(), name="pages"),

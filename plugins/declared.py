@@ -26,7 +26,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.shapes import whole_number_problem
+from core.numbers import whole_number_problem
 
 # Unknown names listed in one answer, and the characters of each: a body may
 # hold thousands of keys, each as long as the body allows.

@@ -387,8 +387,9 @@ export_spec() {
     "$PERSONA" "$PERSONA" >"$KUBE/personas.json"
   chmod 0644 "$KUBE/personas.json"
   # The export and its conversion run in the image: its venv has Django and PyYAML.
+  # The worker's pod is what is checked: the console's Deployment is left out.
   podman run --rm --network none -v "$KUBE:/in:ro" "$IMAGE" sh -c \
-    "/app/.venv/bin/python manage.py waker export-kubernetes /in/personas.json --namespace penelope-check --image $IMAGE >/tmp/export.yaml \
+    "/app/.venv/bin/python manage.py waker export-kubernetes /in/personas.json --namespace penelope-check --no-console --image $IMAGE >/tmp/export.yaml \
      && /app/.venv/bin/python scripts/container/kube_for_podman.py $KUBE_PORT </tmp/export.yaml" \
     >"$KUBE/bundle.json" 2>"$WORK/export.log"
   (umask 077 && python3 - "$KUBE" <<'PY'

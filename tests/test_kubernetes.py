@@ -99,11 +99,16 @@ def test_the_overlay_from_the_readme_passes_kubernetes_schemas_strictly(overlay)
     assert kinds.count("StatefulSet") == len(readme_personas()["personas"])
 
 
+def persona_documents(docs: list[dict]) -> list[dict]:
+    """The personas' own resources: the console's and the namespace left out."""
+    return [doc for doc in docs if "penelope.dev/persona" in doc["metadata"].get("labels", {})]
+
+
 def test_each_persona_gets_its_name_settings_secrets_and_mode(tmp_path, overlay):
-    docs = documents(overlay)
+    docs = persona_documents(documents(overlay))
     sets, secrets, services = by_kind(docs, "StatefulSet"), by_kind(docs, "Secret"), by_kind(docs, "Service")
     assert set(sets) == set(services) == set(secrets) == {"penelope-alice", "penelope-bob"}
-    assert {doc["metadata"]["namespace"] for doc in docs if doc["kind"] != "Namespace"} == {"penelope-test"}
+    assert {doc["metadata"]["namespace"] for doc in documents(overlay) if doc["kind"] != "Namespace"} == {"penelope-test"}
     bob = sets["penelope-bob"]["spec"]["template"]["spec"]
     [container] = bob["containers"]
     env = {item["name"]: item.get("value") for item in container["env"]}
@@ -117,14 +122,15 @@ def test_each_persona_gets_its_name_settings_secrets_and_mode(tmp_path, overlay)
     assert container["resources"]["requests"]["memory"] == "1Gi" and container["resources"]["limits"]["memory"] == "1536Mi"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"]["path"] == "/api/v1/health"
-    # Secrets in the Secret, never in the manifest's env; the key is generated when neither env nor store has one.
-    assert set(secrets["penelope-bob"]["stringData"]) == {"PENELOPE_KEY"}
+    # Secrets in the Secret, never in the manifest's env; the key is generated when neither env nor store has
+    # one; the console's read key beside it (test_the_console_reads_each_persona_...).
+    assert set(secrets["penelope-bob"]["stringData"]) == {"PENELOPE_KEY", "CONSOLE_READ_KEY", "PENELOPE_READ_KEYS"}
     # A sleepy persona's replicas are KEDA's; an always one is one replica, with no KEDA object.
     assert "replicas" not in sets["penelope-alice"]["spec"] and "replicas" not in sets["penelope-bob"]["spec"]
     always = readme_personas()
     always["personas"][1]["mode"] = "always"
     always["personas"][1]["env"] = {"PENELOPE_PROXY": "http://user:pass@proxy.lan:3128", "PENELOPE_KEY": "bob-key-0123456789"}
-    streamed = export(tmp_path, always)
+    streamed = export(tmp_path, always, "--no-console")
     assert streamed.returncode == 0, streamed.stderr
     docs = [doc for doc in yaml.safe_load_all(streamed.stdout) if doc]
     assert by_kind(docs, "StatefulSet")["penelope-bob"]["spec"]["replicas"] == 1
@@ -280,3 +286,101 @@ def test_a_personas_credentials_key_goes_in_its_secret_from_its_env_or_its_store
         [container] = stateful["spec"]["template"]["spec"]["containers"]
         [entry] = [item for item in container["env"] if item["name"] == "CREDENTIALS_KEY"]
         assert entry["valueFrom"]["secretKeyRef"]["key"] == "CREDENTIALS_KEY" and "value" not in entry
+
+
+# --- the console -----------------------------------------------------------------------------
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {item["name"]: item for item in container["env"]}
+
+
+def test_the_console_reads_each_persona_through_its_service_with_a_read_key_from_its_secret(overlay, tmp_path):
+    """The console's Deployment runs `manage.py console` on the workers' image;
+    its fleet file (a ConfigMap) names each persona's Service and the variable
+    its read key is in; that variable comes from the persona's Secret, whose
+    PENELOPE_READ_KEYS (the worker's env) holds the same key. The fleet file
+    loads as the console loads it, with the keys as the cluster would give them."""
+    from console.fleet_file import load_fleet
+
+    docs = documents(overlay)
+    assert "console.yaml" in yaml.safe_load((overlay / "kustomization.yaml").read_text())["resources"]
+    console = [doc for doc in docs if doc["metadata"]["name"] == "penelope-console"]
+    assert sorted(doc["kind"] for doc in console) == ["ConfigMap", "Deployment", "NetworkPolicy", "Secret", "Service"]
+    deployment = by_kind(docs, "Deployment")["penelope-console"]
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == "registry.example/penelope:1.0"
+    assert container["command"] == ["/app/.venv/bin/python", "manage.py", "console"]
+    # As tightly as the workers: the same user, no capabilities, a read-only root.
+    worker_pod = by_kind(docs, "StatefulSet")["penelope-alice"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == worker_pod["securityContext"]
+    assert container["securityContext"] == worker_pod["containers"][0]["securityContext"]
+    assert pod["automountServiceAccountToken"] is False
+    env = env_of(container)
+    assert env["WAKER_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "penelope-console", "key": "WAKER_KEY"}
+    assert by_kind(docs, "Secret")["penelope-console"]["stringData"]["WAKER_KEY"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/console/sign-in", "port": "http"}
+    assert by_kind(docs, "Service")["penelope-console"]["spec"]["ports"][0]["port"] == int(env["CONSOLE_PORT"]["value"])
+
+    fleet_dir, fleet_name = env["CONSOLE_FLEET"]["value"].rsplit("/", 1)
+    [mount] = [mount for mount in container["volumeMounts"] if mount["mountPath"] == fleet_dir]
+    [volume] = [volume for volume in pod["volumes"] if volume["name"] == mount["name"]]
+    config = by_kind(docs, "ConfigMap")[volume["configMap"]["name"]]
+    (tmp_path / fleet_name).write_text(config["data"][fleet_name])
+    secrets = by_kind(docs, "Secret")
+
+    def secret_value(item: dict) -> str:
+        reference = item["valueFrom"]["secretKeyRef"]
+        return secrets[reference["name"]]["stringData"][reference["key"]]
+
+    environ = {name: secret_value(item) for name, item in env.items() if "valueFrom" in item}
+    personas = {persona.name: persona for persona in load_fleet(tmp_path / fleet_name, environ)}
+    assert set(personas) == {"alice", "bob"}
+    for name, persona in personas.items():
+        assert persona.url == f"http://penelope-{name}.penelope-test.svc.cluster.local:5000"
+        assert persona.mode == "sleepy"
+        stored = secrets[f"penelope-{name}"]["stringData"]
+        assert persona.read_key == stored["CONSOLE_READ_KEY"] and persona.read_key in stored["PENELOPE_READ_KEYS"].split()
+        assert len(persona.read_key) >= 32 and persona.read_key not in stored["PENELOPE_KEY"].split()
+        [worker] = by_kind(docs, "StatefulSet")[f"penelope-{name}"]["spec"]["template"]["spec"]["containers"]
+        assert env_of(worker)["PENELOPE_READ_KEYS"]["valueFrom"]["secretKeyRef"] == {
+            "name": f"penelope-{name}", "key": "PENELOPE_READ_KEYS", "optional": True,
+        }
+    assert "console.yaml:kind: Deployment" in GUIDE and "## The console on Kubernetes" in GUIDE
+
+
+def test_the_console_s_read_key_holds_across_exports_and_joins_the_persona_s_own(tmp_path):
+    """Derived from the persona's key: the same while that key stays, so an
+    export applied again does not rotate it. A persona's own read keys stay
+    in its Secret, beside the console's, never in the manifest's env."""
+    personas = readme_personas()
+    bob = personas["personas"][1]
+    own_read_key = "bob-reader-" + "0" * 32
+    bob["env"] = {"PENELOPE_KEY": "bob-key-0123456789", "PENELOPE_READ_KEYS": own_read_key}
+
+    def bob_secret(*args: str) -> tuple[dict, list[dict]]:
+        done = export(tmp_path, personas, *args)
+        assert done.returncode == 0, done.stderr
+        docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+        return by_kind(docs, "Secret")["penelope-bob"]["stringData"], docs
+
+    first, docs = bob_secret()
+    again, _ = bob_secret()
+    assert first == again and first["PENELOPE_READ_KEYS"] == f"{own_read_key} {first['CONSOLE_READ_KEY']}"
+    assert own_read_key not in json.dumps(by_kind(docs, "StatefulSet"))
+    alone, docs = bob_secret("--no-console")
+    assert alone == {"PENELOPE_KEY": "bob-key-0123456789", "PENELOPE_READ_KEYS": own_read_key}
+    assert not [doc for doc in docs if doc["metadata"]["name"] == "penelope-console"]
+
+
+def test_the_console_uses_the_waker_s_key_and_a_persona_cannot_take_its_name(tmp_path):
+    (tmp_path / "waker.key").write_text("the-waker-key-0123456789\n")
+    done = export(tmp_path, readme_personas())
+    docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert by_kind(docs, "Secret")["penelope-console"]["stringData"] == {"WAKER_KEY": "the-waker-key-0123456789"}
+    clash = {"personas": [{"name": "console", "store": "stores/console", "port": 5001}]}
+    refused = export(tmp_path, clash)
+    assert refused.returncode != 0 and "the console's own name" in refused.stderr
+    assert export(tmp_path, clash, "--no-console").returncode == 0

@@ -213,7 +213,7 @@ def test_more_headers_than_the_worker_takes_answer_the_envelope(worker):
 
 
 def test_whole_numbers_are_json_integers_or_ascii_digits():
-    from core.shapes import whole_number_problem
+    from core.numbers import whole_number_problem
 
     for good in (0, 7, -3, 10**20, "42", "-1", "007"):
         assert whole_number_problem(good) is None, good

@@ -39,7 +39,9 @@ DEFAULT_DOMAIN = "penelope.internal"
 # Where the HTTP add-on's external scaler listens, as its chart installs it.
 HTTP_ADDON_SCALER = "keda-add-ons-http-external-scaler.keda:9090"
 # A persona's settings that go in its Secret, not in the manifest's env.
-SECRET_SETTINGS = ("PENELOPE_KEY", "WEBHOOK_SECRET", "PENELOPE_PROXY", "DJANGO_SECRET_KEY", "CREDENTIALS_KEY")
+SECRET_SETTINGS = (
+    "PENELOPE_KEY", "WEBHOOK_SECRET", "PENELOPE_PROXY", "DJANGO_SECRET_KEY", "CREDENTIALS_KEY", "PENELOPE_READ_KEYS",
+)
 # The worker's defaults (penelope_site/settings.py) of what bounds its stop.
 STOP_DEFAULTS = {"ACTION_TIMEOUT_S": 300.0, "CANCEL_GRACE_S": 5.0, "WEBHOOK_TIMEOUT_S": 10.0}
 STOP_MARGIN_S = 30
@@ -207,6 +209,12 @@ def persona_documents(
     return documents
 
 
+def service_url(name: str, namespace: str) -> str:
+    """The worker's Service inside the cluster, past the add-on's interceptor:
+    reading it never wakes a worker at zero replicas."""
+    return f"http://{name}.{namespace}.svc.cluster.local:{WORKER_PORT}"
+
+
 def persona_host(persona: str, domain: str) -> str:
     return f"{persona.replace('_', '-')}.{domain}"
 
@@ -263,7 +271,7 @@ def keda_documents(persona: ExportedPersona, *, name: str, namespace: str, domai
                     # 1 while the worker must stay awake: one replica; 0: none.
                     "type": "metrics-api",
                     "metadata": {
-                        "url": f"http://{name}.{namespace}.svc.cluster.local:{WORKER_PORT}/api/v1/activity",
+                        "url": f"{service_url(name, namespace)}/api/v1/activity",
                         "valueLocation": "stay_awake",
                         "targetValue": "1",
                         "activationTargetValue": "0",

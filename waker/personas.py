@@ -64,13 +64,13 @@ class Persona:
         return self.base_url + "/api/v1"
 
 
+# A persona's name, here and in a console's fleet file (console/fleet_file.py).
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
+NAME_RULE = "A persona's name is 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter or digit."
+
+
 class PersonaSerializer(serializers.Serializer):
-    name = serializers.RegexField(
-        r"^[a-z0-9][a-z0-9_-]{0,31}$",
-        error_messages={
-            "invalid": "A persona's name is 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter or digit."
-        },
-    )
+    name = serializers.RegexField(NAME_PATTERN, error_messages={"invalid": NAME_RULE})
     store = serializers.CharField()
     port = serializers.IntegerField(min_value=1, max_value=65535)
     mode = serializers.ChoiceField(choices=[SLEEPY, ALWAYS], default=SLEEPY)
@@ -112,7 +112,7 @@ def checked_personas(path: Path) -> list[dict[str, Any]]:
         raise PersonasInvalid(f"The personas file {path} is not valid JSON: {error}.") from None
     checked = PersonasFileSerializer(data=raw)
     if not checked.is_valid():
-        raise PersonasInvalid(f"The personas file {path} is invalid: {_first_error(checked.errors)}")
+        raise PersonasInvalid(f"The personas file {path} is invalid: {first_error(checked.errors)}")
     return checked.validated_data["personas"]
 
 
@@ -171,7 +171,7 @@ def _check_distinct(personas: list[Persona], waker_port: int) -> None:
             raise PersonasInvalid(f"Persona {persona.name} has port {waker_port}, the waker's own port.")
 
 
-def _first_error(errors: Any, where: str = "") -> str:
+def first_error(errors: Any, where: str = "") -> str:
     """DRF's nested errors as one sentence naming the field: `personas[1].port: ...`."""
     if isinstance(errors, dict):  # by field name, or by index for a list's items
         name, inner = next(iter(errors.items()))
@@ -179,11 +179,11 @@ def _first_error(errors: Any, where: str = "") -> str:
             label = f"{where}[{name}]"
         else:
             label = where if name == "non_field_errors" else (f"{where}.{name}" if where else name)
-        return _first_error(inner, label)
+        return first_error(inner, label)
     if isinstance(errors, list):
         for index, inner in enumerate(errors):
             if inner:
                 if isinstance(inner, (dict, list)):
-                    return _first_error(inner, f"{where}[{index}]")
+                    return first_error(inner, f"{where}[{index}]")
                 return f"{where}: {inner}"
     return f"{where}: {errors}"

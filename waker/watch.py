@@ -54,8 +54,11 @@ class Watch:
         if time.monotonic() < self._next_sample:
             return
         self._next_sample = time.monotonic() + settings.WAKER_MEMORY_EVERY_S
-        charged = await asyncio.to_thread(tree_charged_bytes, pid)
-        now = time.time()
+        self.note_memory(await asyncio.to_thread(tree_charged_bytes, pid), time.time())
+
+    def note_memory(self, charged: int, now: float) -> None:
+        """One reading of the charged memory: the latest, and its minute's peak
+        (a console on Kubernetes notes what each worker's overview says)."""
         self.memory_now, self.memory_read_at = charged, now
         minute = now - now % MINUTE
         if self.memory and self.memory[-1].minute == minute:

@@ -1,7 +1,8 @@
 """`python manage.py waker`: run the waker. `python manage.py waker
 export-kubernetes personas.json --namespace NAME [--output DIR] [--image
-IMAGE]` writes the personas as Kubernetes manifests instead
-(waker/kubernetes.py, docs/guides/SCALING.md).
+IMAGE] [--no-console]` writes the personas as Kubernetes manifests instead,
+with the fleet console unless told not to (waker/kubernetes.py,
+waker/kubernetes_console.py, docs/guides/SCALING.md).
 
 One process, on its own port and key: it runs a worker (`manage.py serve`)
 per persona as a child process, serves its API and `/w/{persona}/...` with
@@ -12,6 +13,7 @@ SIGTERM/SIGINT stops every worker cleanly, then the waker; a second exits now
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
@@ -20,7 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, write_new_key
-from waker import kubernetes
+from waker import kubernetes, kubernetes_console
 from waker.personas import PersonasInvalid, load_personas
 
 EXPORT_KUBERNETES = "export-kubernetes"
@@ -56,6 +58,12 @@ class Command(BaseCommand):
         parser.add_argument("--image", default=kubernetes.DEFAULT_IMAGE, help="export-kubernetes: the worker's image")
         parser.add_argument(
             "--domain", default=kubernetes.DEFAULT_DOMAIN, help="export-kubernetes: a sleepy persona's host is <name>.DOMAIN"
+        )
+        parser.add_argument(
+            "--console",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="export-kubernetes: the fleet console's Deployment too (the default), or not",
         )
         parser.add_argument("--host", default=settings.WAKER_HOST)
         parser.add_argument("--port", type=int, default=settings.WAKER_PORT)
@@ -101,13 +109,25 @@ class Command(BaseCommand):
         sys.stdout.flush()
 
     def export_kubernetes(
-        self, *, personas_file: Path | None, namespace: str | None, output: Path | None, image: str, domain: str, **options
+        self,
+        *,
+        personas_file: Path | None,
+        namespace: str | None,
+        output: Path | None,
+        image: str,
+        domain: str,
+        console: bool,
+        **options,
     ) -> None:
         if personas_file is None or not namespace:
             raise CommandError("export-kubernetes needs the personas file and --namespace NAME.")
+        personas_file = personas_file.resolve()
         try:
-            personas = kubernetes.read_personas(personas_file.resolve())
+            personas = kubernetes.read_personas(personas_file)
             files = kubernetes.export(personas, namespace=namespace, image=image, domain=domain)
+            if console:
+                key = kubernetes_console.sign_in_key(settings.WAKER_KEY, personas_file.parent / "waker.key")
+                files = kubernetes_console.with_console(files, personas, namespace=namespace, image=image, key=key)
         except PersonasInvalid as error:
             raise CommandError(str(error)) from None
         for persona in personas:
