@@ -8,7 +8,7 @@ worker answers the same readings of its own store at `GET /api/v1/overview`
 and `/api/v1/overview/jobs`, for a console that can reach a persona only
 through its Service (Kubernetes). The tables and columns named here are the
 worker's (jobs.Job, activity.RequestLogEntry, schedules.Schedule);
-tests/test_console_readings.py reads a real worker's store, so a renamed
+tests/test_console.py and tests/test_console_services.py read real workers' stores, so a renamed
 column fails there first.
 
 A failed job is one that ended with a status of 400 or more, other than a
