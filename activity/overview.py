@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
@@ -34,6 +35,17 @@ from core.rest import ApiView, answer
 from core.runtime import runtime_of
 from core.schema import operation
 from core.shapes import Success
+
+
+class MomentShape(OpenApiSerializerFieldExtension):
+    """`since` and `until` in the schema: a string (epoch seconds or ISO 8601).
+    Said here, not on the field, so the waker, which shares the field, imports
+    no drf-spectacular."""
+
+    target_class = "console.search.Moment"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return {"type": "string", "description": "Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."}
 
 
 class JobCounts(serializers.Serializer):

@@ -11,7 +11,6 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.readings import JOB_STATES, MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
@@ -25,9 +24,10 @@ class SearchInvalid(ValueError):
     """The sentence says which parameter and why."""
 
 
-@extend_schema_field({"type": "string"})
 class Moment(serializers.Field):
-    """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."""
+    """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise). Its
+    OpenAPI shape is the worker's to say (activity/overview.py): the waker
+    imports no drf-spectacular."""
 
     default_error_messages = {"invalid": "epoch seconds or an ISO 8601 time such as 2026-12-06T08:00."}
 
