@@ -33,6 +33,7 @@ from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.memory import Memory
 from bench.phases.cdp import cdp_phase
 from bench.phases.console import console_phase
+from bench.phases.cost import cost_phase
 from bench.phases.debug import debug_phase
 from bench.phases.delivery import events_phase, peer_phase, plugin_phase, webhook_phase
 from bench.phases.files import files_phase
@@ -63,7 +64,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
 
 
 PHASES = ("steps", "guard", "files", "cdp", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
-          "live", "peer", "memory", "store", "soak", "personas", "console")
+          "live", "peer", "memory", "store", "soak", "cost", "personas", "console")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -159,6 +160,9 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
         if "soak" in phases:
             print("the soak: a persona's plain calls and jobs on 8 pages, on a worker of its own", flush=True)
             soak_phase(plan, report, scratch)
+        if "cost" in phases:
+            print("a persona's cost: its memory by process and by package, and the candidate cuts", flush=True)
+            cost_phase(plan, report, scratch)
         if "personas" in phases:
             print("personas per host, through the waker", flush=True)
             personas_phase(plan, report, scratch)

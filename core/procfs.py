@@ -28,16 +28,31 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def rollup(pid: int) -> dict[str, int]:
+    """The process's memory totals from /proc/PID/smaps_rollup, in bytes
+    (`Pss`, `Anonymous`, `Private_Dirty`, ...); empty when it is gone."""
+    totals = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as lines:
+            for line in lines:
+                name, _, value = line.partition(":")
+                parts = value.split()
+                if len(parts) == 2 and parts[1] == "kB":
+                    totals[name] = int(parts[0]) * 1024
+    except (OSError, ValueError):
+        pass
+    return totals
+
+
 def pss(pid: int) -> int:
     """The process's proportional set size in bytes; 0 when it is gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    return rollup(pid).get("Pss", 0)
+
+
+def anonymous(pid: int) -> int:
+    """The process's anonymous memory in bytes (its heaps and stacks, no file's
+    pages): what each more process of the kind adds, whatever else runs."""
+    return rollup(pid).get("Anonymous", 0)
 
 
 def rss(pid: int) -> int:
@@ -47,6 +62,15 @@ def rss(pid: int) -> int:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def command_line(pid: int) -> list[str]:
+    """The process's arguments (Chromium rewrites its own into one string: split on spaces too)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").split()
+    except OSError:
+        return []
 
 
 def command_name(pid: int) -> str:
