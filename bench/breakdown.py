@@ -41,10 +41,12 @@ def kind_of(pid: int, root: int) -> str:
     return {"": "browser", "gpu-process": "gpu"}.get(kind, kind if kind in KINDS else "other")
 
 
-def by_kind(root: int, *, with_root: bool = True) -> dict[str, KindMemory]:
-    """Every process under `root` (and `root` itself unless told), by kind."""
+def by_kind(root: int, *, with_root: bool = True, excluding: int | None = None) -> dict[str, KindMemory]:
+    """Every process under `root` (and `root` itself unless told), by kind;
+    without `excluding` and what runs under it."""
     kinds = {kind: KindMemory() for kind in KINDS}
-    for pid in ([root] if with_root else []) + descendants(root):
+    left_out = {excluding, *descendants(excluding)} if excluding else set()
+    for pid in [pid for pid in ([root] if with_root else []) + descendants(root) if pid not in left_out]:
         totals = rollup(pid)
         if not totals:
             continue  # gone meanwhile

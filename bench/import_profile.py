@@ -23,6 +23,8 @@ MB = 1024 * 1024
 
 def package_of(filename: str) -> str:
     """The installed package, the project's app, or `stdlib` a file belongs to."""
+    if filename.startswith("<frozen importlib"):
+        return "(modules' code, as imported)"
     path = Path(filename)
     if "site-packages" in path.parts:
         return path.parts[path.parts.index("site-packages") + 1].split(".")[0].removesuffix(".py")

@@ -19,7 +19,7 @@ from playwright.async_api import BrowserContext, Page, Playwright, Request, Resp
 from browser.allowance import Allowance
 from browser.cookies import CookieJar
 from browser.egress import Egress
-from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS
+from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS, set_driver_options
 from browser.launch import find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from browser.upstream import Upstream
@@ -113,6 +113,7 @@ class Browser:
         return first_tab
 
     async def _launch(self) -> Page:
+        set_driver_options()
         self._playwright = await async_playwright().start()
         try:
             self.executable = find_executable(self._playwright)

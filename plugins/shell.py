@@ -28,7 +28,7 @@ from django.conf import settings
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from browser.flags import CHROMIUM_ARGS
+from browser.flags import CHROMIUM_ARGS, set_driver_options
 from browser.launch import BrowserNotFound, find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, profile_holder
 from core import store_lock
@@ -151,6 +151,7 @@ class Shell:
         the trace, if asked for, is written whatever the outcome."""
         lock = hold_profile() if self.profile else None
         try:
+            set_driver_options()
             async with async_playwright() as playwright:
                 browser, context = await self._launch(playwright)
                 try:

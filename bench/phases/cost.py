@@ -9,8 +9,8 @@
 3. The candidates for Chromium and Playwright's driver, each against the
    same baseline measured the same way: raw Playwright in this process
    launches Chromium with the worker's flags (and the candidate's), opens
-   the same two demo pages from the worker above, and the kinds are read
-   after the same settling time. Anonymous memory is the figure compared: it
+   the same two demo pages from the worker above, navigates one between two
+   sites ten times, and the kinds are read after the same settling time. Anonymous memory is the figure compared: it
    is what each persona adds, whatever else runs on the host. Each is
    measured `ROUNDS` times, taking turns with the baseline; the median is
    kept. The allocator's candidate (MALLOC_ARENA_MAX) is a second worker.
@@ -32,22 +32,31 @@ from bench.breakdown import KINDS, KindMemory, by_kind, described, total
 from bench.cgroup import MemoryCgroup, drop_page_cache
 from bench.report import Plan, Report, Row
 from bench.worker_calls import PLUGINS
-from browser.flags import CHROMIUM_ARGS
+from browser.flags import CHROMIUM_ARGS, DRIVER_NODE_OPTIONS, MEMORY_FEATURES_OFF, PLAYWRIGHT_DISABLED_FEATURES
 from harness.worker import ROOT, WorkerProcess
 
 CALLS = 1000
 SETTLE_S = 2.0
 ROUNDS = 3
-# Each candidate: its name, its Chromium arguments, its driver's NODE_OPTIONS.
+# The flags before issue 46: the worker's, less the features it now turns off.
+BEFORE_ARGS = [argument for argument in CHROMIUM_ARGS if not argument.startswith("--disable-features=")]
+FEATURES_OFF = next(argument for argument in CHROMIUM_ARGS if argument.startswith("--disable-features="))
+# Each candidate against the flags before: its name, its Chromium arguments
+# beside them, its driver's NODE_OPTIONS, and whether the worker keeps it.
 CANDIDATES = (
-    ("the spare renderer off (--disable-features=SpareRendererForSitePerProcess)",
-     ["--disable-features=SpareRendererForSitePerProcess"], ""),
-    ("the network service in the browser process (--enable-features=NetworkServiceInProcess2)",
+    ("the address bar's WebUI popups off (kept: browser/flags.py)",
+     ["--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + MEMORY_FEATURES_OFF[:2])], ""),
+    ("the driver's young generation at 1 MB, NODE_OPTIONS=--max-semi-space-size=1 (kept)", [], DRIVER_NODE_OPTIONS),
+    ("the spare renderer off (kept: a navigation to another site waits for its renderer)",
+     ["--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + MEMORY_FEATURES_OFF[2:])], ""),
+    ("every kept cut: the worker's launch now", [FEATURES_OFF], DRIVER_NODE_OPTIONS),
+    ("the network service in the browser process (not kept: it would leave its sandbox)",
      ["--enable-features=NetworkServiceInProcess2"], ""),
-    ("Chromium's low-end device mode (--enable-low-end-device-mode)", ["--enable-low-end-device-mode"], ""),
-    ("renderers' V8 young generation at 1 MB (--js-flags=--max-semi-space-size=1)", ["--js-flags=--max-semi-space-size=1"], ""),
-    ("the driver's V8 young generation at 1 MB (NODE_OPTIONS=--max-semi-space-size=1)", [], "--max-semi-space-size=1"),
-    ("the driver's old generation capped (NODE_OPTIONS=--max-old-space-size=64)", [], "--max-old-space-size=64"),
+    ("Chromium's low-end device mode (not kept: it changes what pages are given)", ["--enable-low-end-device-mode"], ""),
+    ("renderers' V8 young generation at 1 MB, --js-flags=--max-semi-space-size=1 (not kept: too little)",
+     ["--js-flags=--max-semi-space-size=1"], ""),
+    ("the driver's old generation capped, NODE_OPTIONS=--max-old-space-size=64 (not kept: a large screenshot would "
+     "end the driver)", [], "--max-old-space-size=64"),
 )
 
 
@@ -70,7 +79,7 @@ def cost_phase(plan: Plan, report: Report, scratch: Path) -> None:
             time.sleep(SETTLE_S)
             breakdown_rows(report, f"the same after {calls:,} calls", by_kind(worker.process.pid), cgroup)
         python_rows(report, scratch)
-        candidate_rows(report, worker.base_url, scratch)
+        candidate_rows(report, worker.base_url, scratch, worker.process.pid)
     finally:
         worker.stop()
         if cgroup:
@@ -104,33 +113,42 @@ def python_rows(report: Report, scratch: Path) -> None:
     report.add(Row("The worker's Python by package, traced MB after its start", top))
 
 
-async def raw_persona(base_url: str, profile: Path, extra: list[str], node_options: str) -> dict[str, KindMemory]:
-    """Chromium with the worker's flags and `extra`, two demo pages: its kinds and its driver's."""
+async def raw_persona(
+    base_url: str, profile: Path, extra: list[str], node_options: str, worker_pid: int
+) -> tuple[dict[str, KindMemory], float]:
+    """Chromium with the flags before issue 46 and `extra`, two demo pages:
+    its kinds and its driver's, and a cross-site navigation's median time."""
     from playwright.async_api import async_playwright
 
     previous = os.environ.get("NODE_OPTIONS")
     os.environ["NODE_OPTIONS"] = node_options  # read by the driver Playwright starts now
     try:
         async with async_playwright() as playwright:
-            args = [*CHROMIUM_ARGS, *extra, *(["--no-sandbox"] if os.geteuid() == 0 else [])]
+            args = [*BEFORE_ARGS, *extra, *(["--no-sandbox"] if os.geteuid() == 0 else [])]
             context = await playwright.chromium.launch_persistent_context(
                 str(profile), executable_path=executable(playwright), args=args,
             )
             pages = [context.pages[0], await context.new_page()]
             for page, handle in zip(pages, ("alice", "bob"), strict=True):
                 await page.goto(f"{base_url}/demo/{handle}/", wait_until="domcontentloaded")
+            navigations = []
+            other_site = base_url.replace("127.0.0.1", "localhost")  # another site: another renderer
+            for n in range(10):
+                began = time.perf_counter()
+                await pages[1].goto(f"{(base_url, other_site)[n % 2]}/demo/carol/", wait_until="domcontentloaded")
+                navigations.append(time.perf_counter() - began)
             for _ in range(50):
                 for page in pages:
                     await page.evaluate("1+1")
             await asyncio.sleep(SETTLE_S)
-            kinds = by_kind(os.getpid(), with_root=False)
+            kinds = by_kind(os.getpid(), with_root=False, excluding=worker_pid)
             await context.close()
     finally:
         if previous is None:
             os.environ.pop("NODE_OPTIONS", None)
         else:
             os.environ["NODE_OPTIONS"] = previous
-    return kinds
+    return kinds, statistics.median(navigations) * 1000
 
 
 def executable(playwright) -> str:
@@ -140,9 +158,9 @@ def executable(playwright) -> str:
     return "/usr/bin/chromium"
 
 
-def measured(base_url: str, scratch: Path, extra: list[str], node_options: str) -> dict[str, KindMemory]:
+def measured(base_url: str, scratch: Path, extra: list[str], node_options: str, worker_pid: int) -> tuple[dict[str, KindMemory], float]:
     profile = Path(tempfile.mkdtemp(dir=scratch, prefix="profile-"))
-    return asyncio.run(raw_persona(base_url, profile, extra, node_options))
+    return asyncio.run(raw_persona(base_url, profile, extra, node_options, worker_pid))
 
 
 def median_kinds(samples: list[dict[str, KindMemory]]) -> dict[str, KindMemory]:
@@ -158,23 +176,24 @@ def median_kinds(samples: list[dict[str, KindMemory]]) -> dict[str, KindMemory]:
     return kinds
 
 
-def candidate_rows(report: Report, base_url: str, scratch: Path) -> None:
-    baseline: list[dict[str, KindMemory]] = []
+def candidate_rows(report: Report, base_url: str, scratch: Path, worker_pid: int) -> None:
+    baseline: list[tuple[dict[str, KindMemory], float]] = []
     results = []
     for name, extra, node_options in CANDIDATES:
         samples = []
         for _ in range(ROUNDS):
-            baseline.append(measured(base_url, scratch, [], ""))
-            samples.append(measured(base_url, scratch, extra, node_options))
-        results.append((name, median_kinds(samples)))
-    base = median_kinds(baseline)
+            baseline.append(measured(base_url, scratch, [], "", worker_pid))
+            samples.append(measured(base_url, scratch, extra, node_options, worker_pid))
+        results.append((name, median_kinds([kinds for kinds, _ in samples]), statistics.median(nav for _, nav in samples)))
+    base = median_kinds([kinds for kinds, _ in baseline])
     base_total = total(base).anonymous_mb
-    report.add(Row("Chromium and its driver as the worker launches them (anonymous MB by process)", described(base),
-                   target="the baseline of the candidates below"))
-    for name, kinds in results:
+    base_nav = statistics.median(nav for _, nav in baseline)
+    report.add(Row("Chromium and its driver with the flags before issue 46 (PSS/anonymous MB by process)", described(base),
+                   f"a cross-site navigation {base_nav:.0f} ms", target="the baseline of the candidates below"))
+    for name, kinds, nav in results:
         saved = base_total - total(kinds).anonymous_mb
-        report.add(Row(f"Candidate: {name}", described(kinds), f"baseline {base_total:.0f} MB",
-                       f"{saved:+.1f} MB saved"))
+        report.add(Row(f"Candidate: {name}", f"{described(kinds)}; a cross-site navigation {nav:.0f} ms",
+                       f"baseline {base_total:.0f} MB anonymous", f"{saved:+.1f} MB saved"))
 
 
 def allocator_row(report: Report, scratch: Path) -> None:
