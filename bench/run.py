@@ -48,6 +48,7 @@ from bench.phases.schedules import schedules_phase
 from bench.phases.soak import soak_phase
 from bench.phases.steps import steps_phase
 from bench.phases.store import store_phase
+from bench.phases.wake import wake_phase
 from bench.profiling import profiled
 from bench.report import FULL, QUICK, Plan, Report, machine, table, versions, write
 from bench.worker_calls import PLUGINS, REFERENCE_ROUTE, start_job, wait_done
@@ -64,7 +65,7 @@ def warm_up(client: httpx.Client, plan: Plan) -> None:
 
 
 PHASES = ("steps", "guard", "files", "cdp", "c1", "throughput", "floor", "metrics", "webhook", "events", "plugin", "debug", "queue", "schedules",
-          "live", "peer", "memory", "store", "soak", "cost", "personas", "console")
+          "live", "peer", "memory", "store", "soak", "cost", "wake", "personas", "console")
 
 
 def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) -> Report:
@@ -163,6 +164,9 @@ def run(plan: Plan, profile_dir: Path | None, phases: tuple[str, ...] = PHASES) 
         if "cost" in phases:
             print("a persona's cost: its memory by process and by package, and the candidate cuts", flush=True)
             cost_phase(plan, report, scratch)
+        if "wake" in phases:
+            print("a sleeping persona's wake, part by part, through the waker", flush=True)
+            wake_phase(plan, report, scratch)
         if "personas" in phases:
             print("personas per host, through the waker", flush=True)
             personas_phase(plan, report, scratch)

@@ -19,6 +19,7 @@ from browser.runner import Browser
 from cdp.hub import CdpHub
 from core.events import Bus, Event, OnEvent
 from core.loops import Loop
+from core.start_clock import StartClock
 from core.tasks import Tasks
 from core.tracker import Tracker
 from demo_site.sign_in import SignInCodes
@@ -76,11 +77,15 @@ class Runtime:
         self.failure: str | None = None
         self.stop_serving: Callable[[], object] | None = None
 
-    async def start(self) -> None:
+    async def start(self, clock: StartClock | None = None) -> None:
         self._unsubscribe = [self.bus.subscribe(kinds, on_event) for kinds, on_event in self.listeners]
         for step in self.startup_steps:
             await step()
+        if clock:
+            clock.lap("recovery")
         first_tab = await self.browser.start()
+        if clock:
+            clock.lap("the browser and its first tab")
         self.pages.attach(self.browser, first_tab)
         self.browser.on_failed = self._browser_failed
         self._tasks = [self.tasks.spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core import store_lock
 from core.db_thread import run_on_db_thread, watch_connections
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
+from core.start_clock import StartClock
 from jobs.signing import BadSecret, new_secret, signers
 from media_store import uploads
 from penelope_site.settings import secret_key_from, tighten_store
@@ -74,6 +75,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PENELOPE_PORT)
 
     def handle(self, *args, host: str, port: int, **options):
+        clock = StartClock("Python, Django and the apps")
         # Here, not at the top: Django imports every command to list them, and the framework loads Playwright.
         from plugins.framework import PluginsInvalid, families
 
@@ -88,9 +90,11 @@ class Command(BaseCommand):
         # Everything that builds a URL to this worker (the demo family) reads these.
         settings.PENELOPE_HOST, settings.PENELOPE_PORT = host, port
         watch_connections()
+        clock.lap("the plugins and the store's lock")
         run_on_db_thread(call_command, "migrate", interactive=False, verbosity=0)
         ensure_key(self.stdout)
         ensure_webhook_secret(self.stdout)
+        clock.lap("migrations and keys")
 
         loop = event_loop()  # first: it installs the reactor daphne and Playwright share
 
@@ -101,11 +105,13 @@ class Command(BaseCommand):
         runtime = build_runtime()
         application = build_application(runtime)
         runtime.stop_serving = stop_serving
+        clock.lap("daphne and the runtime")
         try:
-            loop.run_until_complete(runtime.start())
+            loop.run_until_complete(runtime.start(clock))
         except Exception as error:
             loop.run_until_complete(runtime.stop())
             raise CommandError(str(error)) from None
+        self.clock = clock
 
         from browser.pages import page_of_path  # after the reactor is installed, with the runtime's modules
 
@@ -121,5 +127,7 @@ class Command(BaseCommand):
         sys.stdout.flush()
 
     def _announce(self, host: str, port: int) -> None:
+        self.clock.lap("the port")
+        log.info("worker %s", self.clock.said())
         self.stdout.write(f"Penelope worker on http://{host}:{port}/api/v1 (store {settings.STORE_DIR})\n")
         self.stdout.flush()
