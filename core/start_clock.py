@@ -31,5 +31,5 @@ class StartClock:
         self.last = now
 
     def said(self) -> str:
-        parts = ", ".join(f"{name} {seconds:.3f} s" for name, seconds in self.parts)
+        parts = "; ".join(f"{name} {seconds:.3f} s" for name, seconds in self.parts)
         return f"started in {self.last - self.began:.3f} s: {parts}"

@@ -66,7 +66,7 @@ def last_start(log: Path) -> tuple[float, dict[str, float]]:
     line = next(line for line in reversed(log.read_text().splitlines()) if STARTED.search(line))
     found = STARTED.search(line)
     parts = {}
-    for part in found.group(2).split(", "):
+    for part in found.group(2).split("; "):
         name, seconds = PART.match(part).groups()
         parts[name] = float(seconds)
     return float(found.group(1)), parts
