@@ -7,6 +7,7 @@ the console's.
 the console's (penelope_site/console_settings.py), every other command with
 the worker's. A DJANGO_SETTINGS_MODULE of your own is kept.
 """
+import gc
 import os
 import sys
 
@@ -17,6 +18,12 @@ SETTINGS_OF = {"waker": WAKER_SETTINGS, "console": CONSOLE_SETTINGS}
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["serve"]:
+        # The worker's start allocates much and frees little, so the
+        # collector's passes during its imports only cost time: `serve`
+        # turns it back on once started, with what the start made frozen
+        # (docs/BENCHMARKS.md, issue 46).
+        gc.disable()
     wanted = SETTINGS_OF.get(sys.argv[1] if len(sys.argv) > 1 else "", WORKER_SETTINGS)
     if os.environ.get("DJANGO_SETTINGS_MODULE", "") in ("", WORKER_SETTINGS, *SETTINGS_OF.values()):
         os.environ["DJANGO_SETTINGS_MODULE"] = wanted

@@ -77,15 +77,25 @@ class Runtime:
         self.failure: str | None = None
         self.stop_serving: Callable[[], object] | None = None
 
-    async def start(self, clock: StartClock | None = None) -> None:
+    async def start(self, clock: StartClock | None = None, prepare: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Launch the browser and, meanwhile, `prepare` (the store's schema and
+        keys) and the startup steps, which need the store but not the browser."""
         self._unsubscribe = [self.bus.subscribe(kinds, on_event) for kinds, on_event in self.listeners]
-        for step in self.startup_steps:
-            await step()
+        launching = asyncio.ensure_future(self.browser.start())
+        try:
+            if prepare is not None:
+                await prepare()
+            for step in self.startup_steps:
+                await step()
+        except BaseException:
+            launching.cancel()
+            await asyncio.gather(launching, return_exceptions=True)
+            raise
         if clock:
-            clock.lap("recovery")
-        first_tab = await self.browser.start()
+            clock.lap("migrations, keys and recovery, beside the browser's launch")
+        first_tab = await launching
         if clock:
-            clock.lap("the browser and its first tab")
+            clock.lap("the rest of the browser's launch and its first tab")
         self.pages.attach(self.browser, first_tab)
         self.browser.on_failed = self._browser_failed
         self._tasks = [self.tasks.spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
