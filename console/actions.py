@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ AUDIT_FILE = "console-audit.jsonl"
 # What an action names: a schedule's or a job's id, a page's name.
 TARGET = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 AUDIT_SHOWN = 20
+# How much of the audit's end a page reads for them.
+AUDIT_TAIL_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,29 @@ def audit(*, who: str, address: str, persona: str, action: str, target: str | No
 
 
 def audit_lines(persona: str | None = None, count: int = AUDIT_SHOWN) -> list[dict[str, Any]]:
-    """The newest audit lines, of one persona or all, newest first."""
+    """The newest audit lines, of one persona or all, newest first: from the
+    file's last AUDIT_TAIL_BYTES only, so a long audit costs a page no more
+    than a short one (a persona's page reads it at every refresh)."""
     try:
-        with audit_path().open() as file:
-            lines = deque((json.loads(line) for line in file if line.strip()), maxlen=10_000)
+        with audit_path().open("rb") as file:
+            start = max(0, file.seek(0, os.SEEK_END) - AUDIT_TAIL_BYTES)
+            file.seek(start)
+            tail = file.read().decode(errors="replace").splitlines()
     except FileNotFoundError:
         return []
-    chosen = [line for line in reversed(lines) if persona is None or line["persona"] == persona]
-    return chosen[:count]
+    if start:
+        tail = tail[1:]  # the line the seek cut
+    lines = []
+    for text in reversed(tail):
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue  # a line being written
+        if persona is None or line["persona"] == persona:
+            lines.append(line)
+            if len(lines) == count:
+                break
+    return lines
 
 
 async def perform(worker: PersonaWorker, http: httpx.AsyncClient, action: str, target: str | None, force: bool) -> Outcome:

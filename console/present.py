@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from console.charts import sparkline
-from console.fleet import STATES, Row
+from console.fleet import AWAKE, STATES, Row
 
 # The columns a fleet page sorts by: the query's word, and the row's value.
 SORTS = {
@@ -65,7 +65,7 @@ def megabytes(size: int | None) -> str:
 
 def shown(row: Row) -> dict[str, Any]:
     """A row as the fleet table prints it."""
-    live = row.state == "awake"
+    live = row.state == AWAKE
     return {
         **row.as_dict(),
         "memory": megabytes(row.memory_bytes),

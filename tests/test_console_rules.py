@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console import present
+from console import actions, present
 from console.auth import safe_next
 from console.charts import scaled, sparkline
 from console.fleet import Row, memory_by, state_of
@@ -114,3 +114,17 @@ def test_a_sign_in_sends_you_only_to_the_console():
     assert safe_next("/console/p/ada/?scale=hour") == "/console/p/ada/?scale=hour"
     for elsewhere in ("https://evil.example/", "//evil.example/console/", "/console//evil", "/admin/", "/console/\\evil", None):
         assert safe_next(elsewhere) == "/console/"
+
+
+def test_the_audit_shown_is_the_newest_of_its_end_whatever_its_length(settings, tmp_path):
+    settings.WAKER_PERSONAS = tmp_path / "personas.json"
+    assert actions.audit_lines("ada") == []
+    for n in range(4000):  # past AUDIT_TAIL_BYTES: only its end is read
+        actions.audit(who="session abcd1234", address="127.0.0.1", persona=("ada", "bo")[n % 2], action="cancel",
+                      target=f"job{n}", outcome="done", detail="x" * 40)
+    assert (tmp_path / actions.AUDIT_FILE).stat().st_size > actions.AUDIT_TAIL_BYTES
+    shown = actions.audit_lines("ada", count=3)
+    assert [line["target"] for line in shown] == ["job3998", "job3996", "job3994"]
+    with (tmp_path / actions.AUDIT_FILE).open("a") as file:
+        file.write('{"persona": "ada", "tar')  # a line being written
+    assert actions.audit_lines(None, count=1)[0]["target"] == "job3999"
