@@ -115,7 +115,7 @@ class WakerProcess:
     def workers(self, name: str | None = None) -> list[int]:
         """Live worker processes serving this waker's stores (or one persona's)."""
         stores = [self.store(name)] if name else [self.store(each) for each in self.personas]
-        return [pid for pid, store in _worker_processes() if Path(store).resolve() in stores]
+        return _worker_processes(stores)
 
     def stop(self, timeout: float = 60) -> list[int]:
         """SIGTERM and wait: the waker stops its workers first. Answers the
@@ -140,24 +140,32 @@ class WakerProcess:
             return ""
 
 
-def _worker_processes() -> list[tuple[int, str]]:
-    """(pid, PENELOPE_STORE) of every live `manage.py serve` on the machine."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def _worker_processes(stores: list[Path]) -> list[int]:
+    """The live worker serving each of `stores`: the process that holds its
+    lock (core/store_lock.py) as /proc/locks tells, without touching the lock,
+    however the worker was started (forked from the waker's template, whose
+    command line and environment it shows, or not)."""
+    wanted = {}
+    for store in stores:
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                if stat.read().rpartition(")")[2].split()[0] == "Z":
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
-                if b"manage.py\0serve" not in cmd.read():
-                    continue
-            with open(f"/proc/{entry}/environ", "rb") as environ:
-                variables = dict(item.partition(b"=")[::2] for item in environ.read().split(b"\0") if item)
+            found = os.stat(store / "worker.lock")
         except OSError:
             continue
-        store = variables.get(b"PENELOPE_STORE")
-        if store:
-            found.append((int(entry), store.decode(errors="replace")))
-    return found
+        wanted[f"{os.major(found.st_dev):02x}:{os.minor(found.st_dev):02x}:{found.st_ino}"] = store
+    holders = []
+    with open("/proc/locks") as locks:
+        for line in locks:
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] in wanted:
+                pid = int(fields[4])
+                if not _zombie(pid):
+                    holders.append(pid)
+    return holders
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True

@@ -41,6 +41,10 @@ CONSOLE_REFRESH_S = env_float("CONSOLE_REFRESH_S", 5)
 WAKER_START_TIMEOUT_S = env_float("WAKER_START_TIMEOUT_S", 90)
 # How long a worker has to stop after SIGTERM before it gets SIGKILL.
 WAKER_STOP_GRACE_S = env_float("WAKER_STOP_GRACE_S", 30)
+# Workers are forked from a template process that has imported what every
+# worker imports (waker/template.py): a wake skips Python's imports. Off:
+# each worker is started as a process of its own.
+WAKER_FORK_WORKERS = env_bool("WAKER_FORK_WORKERS", True)
 # Opens the waker's /api/v1/metrics without WAKER_KEY, for a scraper inside a private network.
 WAKER_METRICS_PUBLIC = env_bool("WAKER_METRICS_PUBLIC", False)
 # What each worker is started with (a child's DJANGO_SETTINGS_MODULE).

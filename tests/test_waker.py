@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.procfs import command_name, descendants
 from harness.receiver import Receiver
 from harness.waker import WakerProcess
 from harness.worker import ROOT, free_port, start_manage, wait_healthy, wait_until
@@ -196,9 +197,12 @@ def test_a_request_through_the_waker_wakes_a_stopped_worker_and_gets_its_answer(
         assert [a.status_code for a in answers] == [200] * 4
         assert answers[0].json()["max_pages"] == 3  # the worker's own answer, with the settings it was given
         assert len(waker.workers("doze")) == 1
-        # The worker's own stay_awake counts with the persona's idle timeout.
+        # The worker's own stay_awake counts with the persona's idle timeout:
+        # its environment, as its Playwright driver was started with it (a
+        # worker forked from the template shows the template's in /proc).
         [pid] = waker.workers("doze")
-        environ = (Path("/proc") / str(pid) / "environ").read_bytes().decode().split("\0")
+        [driver] = [child for child in descendants(pid) if command_name(child).startswith("node")]
+        environ = (Path("/proc") / str(driver) / "environ").read_bytes().decode().split("\0")
         assert "IDLE_TIMEOUT_S=600" in environ
         # Methods, bodies, query strings, statuses and headers pass both ways.
         opened = via.post("/pages", json={"page_id": "extra"})

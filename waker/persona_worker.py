@@ -30,6 +30,7 @@ from waker.personas import ALWAYS, SLEEPY, Persona
 from waker.policy import Activity, retry_delay, stop_due
 from waker.process import Child, StartFailed
 from waker.readings import ActivityUnreadable
+from waker.template import WorkerTemplate
 from waker.watch import Watch
 
 log = logging.getLogger("penelope.waker")
@@ -48,9 +49,10 @@ class WorkInFlight(Exception):
 class PersonaWorker:
     """The waker's side of one persona: its worker process, its state, and the policy."""
 
-    def __init__(self, persona: Persona, http: httpx.AsyncClient):
+    def __init__(self, persona: Persona, http: httpx.AsyncClient, forks: WorkerTemplate | None = None):
         self.persona = persona
         self.http = http
+        self.forks = forks  # the template its worker is forked from, if any
         self.state = STOPPED
         self.child: Child | None = None
         self.started_at: float | None = None  # epoch seconds, when it became healthy
@@ -138,7 +140,7 @@ class PersonaWorker:
         child: Child | None = None
         began = time.monotonic()
         try:
-            process = await processes.spawn(persona, self.log_path)
+            process = await processes.spawn(persona, self.log_path, self.forks)
             child = self.child = Child(process)
             child.watcher = asyncio.ensure_future(self._watch(child))
             await self._until_healthy(child)

@@ -18,6 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from waker.personas import WORKER_HOST, Persona
+from waker.template import Forked, WorkerTemplate
 
 log = logging.getLogger("penelope.waker")
 
@@ -45,20 +46,22 @@ class StartFailed(Exception):
 class Child:
     """One worker process and what the waker knows of its end."""
 
-    process: asyncio.subprocess.Process
+    process: asyncio.subprocess.Process | Forked
     stop_requested: bool = False
     exited: bool = False
     watcher: asyncio.Task[None] | None = None
 
 
+def inherited_env() -> dict[str, str]:
+    """The waker's environment without what is the waker's or a persona's own."""
+    return {name: value for name, value in os.environ.items() if name not in PERSONAL_ENV and not name.startswith("WAKER_")}
+
+
 def worker_env(persona: Persona) -> dict[str, str]:
     """The waker's environment without what is the waker's or another
     persona's own, and the persona's settings on top."""
-    inherited = {
-        name: value for name, value in os.environ.items() if name not in PERSONAL_ENV and not name.startswith("WAKER_")
-    }
     return {
-        **inherited,
+        **inherited_env(),
         **persona.env,
         "PENELOPE_STORE": str(persona.store),
         "PENELOPE_HOST": WORKER_HOST,
@@ -72,11 +75,24 @@ def worker_env(persona: Persona) -> dict[str, str]:
     }
 
 
-async def spawn(persona: Persona, log_path: Path) -> asyncio.subprocess.Process:
-    """`manage.py serve` for the persona, its output appended to `log_path`."""
+def template() -> WorkerTemplate | None:
+    """The worker template the waker forks workers from (WAKER_FORK_WORKERS)."""
+    if not settings.WAKER_FORK_WORKERS:
+        return None
+    return WorkerTemplate(inherited_env(), PROJECT_DIR, preexec_fn=_stop_with_the_waker(os.getpid()))
+
+
+async def spawn(
+    persona: Persona, log_path: Path, forks: WorkerTemplate | None = None
+) -> asyncio.subprocess.Process | Forked:
+    """`manage.py serve` for the persona, its output appended to `log_path`:
+    forked from the template `forks` where it can be, else its own process."""
     if port_in_use(persona.port):
         raise StartFailed(f"Port {persona.port} is already in use by another process.")
     persona.store.mkdir(parents=True, exist_ok=True)
+    env = worker_env(persona)
+    if forks is not None and (forked := await forks.fork(["manage.py", "serve"], env, log_path)) is not None:
+        return forked
     # Opening a local file for append does not wait on anything worth a thread.
     with open(log_path, "ab") as worker_log:  # noqa: ASYNC230
         return await asyncio.create_subprocess_exec(
@@ -84,7 +100,7 @@ async def spawn(persona: Persona, log_path: Path) -> asyncio.subprocess.Process:
             "manage.py",
             "serve",
             cwd=PROJECT_DIR,
-            env=worker_env(persona),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=worker_log,
             stderr=asyncio.subprocess.STDOUT,

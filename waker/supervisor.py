@@ -12,6 +12,7 @@ import logging
 import httpx
 
 from waker import metrics
+from waker import process as processes
 from waker.guard import KeyGuard
 from waker.persona_worker import RUNNING, PersonaWorker, WorkInFlight
 from waker.personas import Persona
@@ -36,7 +37,9 @@ class Supervisor:
             timeout=httpx.Timeout(ACTIVITY_TIMEOUT_S, read=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
         )
-        self.workers = {persona.name: PersonaWorker(persona, self.http) for persona in personas}
+        # Where workers are forked from (waker/template.py), when WAKER_FORK_WORKERS is on.
+        self.template = processes.template()
+        self.workers = {persona.name: PersonaWorker(persona, self.http, self.template) for persona in personas}
         metrics.known(self.workers)
         self._tasks: list[asyncio.Task[None]] = []
         self.key_guard = KeyGuard()  # the console's wrong keys (waker/guard.py)
@@ -45,8 +48,11 @@ class Supervisor:
         return self.workers.get(name)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the policy loops (an `always` worker starts in its first step)."""
-        self._tasks = [
+        """Start the template and the policy loops (an `always` worker starts in
+        its first step, forked once the template has imported)."""
+        if self.template is not None:
+            self._tasks.append(loop.create_task(self.template.start(), name="the worker template"))
+        self._tasks += [
             loop.create_task(worker.run_policy(), name=f"policy {name}") for name, worker in self.workers.items()
         ]
 
@@ -59,6 +65,8 @@ class Supervisor:
         for worker, result in zip(self.workers.values(), results, strict=True):
             if isinstance(result, Exception):
                 log.error("persona %s: the worker did not stop cleanly: %s", worker.persona.name, result)
+        if self.template is not None:
+            await self.template.close()
         await self.http.aclose()
 
 
