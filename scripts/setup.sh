@@ -15,6 +15,12 @@ fi
 step "installing $requirements into .venv (a few minutes the first time)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$requirements"
 
+# The project's bytecode, compiled once: where Python does not write it
+# (PYTHONDONTWRITEBYTECODE, a tree the worker may not write), every worker's
+# start would compile each module again, 0.1 s of a wake (docs/BENCHMARKS.md).
+step "compiling the project's bytecode"
+.venv/bin/python -m compileall -q -x '/(\.venv|node_modules|stores?)/' . >/dev/null
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ "${1:-base}" = dev ]; then
