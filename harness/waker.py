@@ -30,9 +30,11 @@ class WakerProcess:
         self.before_exec = before_exec
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.personas = {p["name"]: {"port": free_port(), "store": p["name"], **p} for p in personas}
+        # Distinct: the kernel may hand out a port it handed out a moment ago.
+        ports = distinct_free_ports(len(personas) + 1)
+        self.personas = {p["name"]: {"port": port, "store": p["name"], **p} for p, port in zip(personas, ports[:-1], strict=True)}
         self.env = dict(env or {})
-        self.port = free_port()
+        self.port = ports[-1]
         self.key = WAKER_TEST_KEY
         self.process: subprocess.Popen | None = None
         self.log_path = self.directory / "waker.log"
@@ -138,6 +140,14 @@ class WakerProcess:
             return self.log_path.read_text(errors="replace")[-20000:]
         except OSError:
             return ""
+
+
+def distinct_free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        if (port := free_port()) not in ports:
+            ports.append(port)
+    return ports
 
 
 def _worker_processes(stores: list[Path]) -> list[int]:
