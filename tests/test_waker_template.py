@@ -4,6 +4,7 @@ waker; started on their own where the template cannot serve them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from core.procfs import command_line, command_name, descendants
 from harness.waker import WakerProcess
 from harness.worker import ROOT, wait_until
 from tests.conftest import TEST_PLUGINS
-from waker.template import forkable
+from waker.template import WorkerTemplate, forkable
 
 ENV = {"PENELOPE_PLUGINS": TEST_PLUGINS, "WAKER_POLL_S": "0.2"}
 
@@ -41,6 +42,21 @@ def test_a_start_only_variable_of_the_persona_s_own_means_a_worker_of_its_own():
     assert not forkable({**template, "PYTHONHASHSEED": "0"}, template)
     assert not forkable({**template, "LANG": "de_DE.UTF-8"}, template)
     assert not forkable({name: value for name, value in template.items() if name != "LANG"}, template)
+
+
+def test_a_template_that_ends_before_it_is_ready_is_given_up(tmp_path):
+    """Started where there is no worker/template.py to run, it exits at once:
+    it is not started again at each wake, and every worker is started on its own."""
+
+    async def ask() -> tuple[object, bool]:
+        template = WorkerTemplate(dict(os.environ), tmp_path)
+        await template.start()
+        forked = await template.fork(["manage.py", "serve"], dict(template.env), tmp_path / "worker.log")
+        again = await template.fork(["manage.py", "serve"], dict(template.env), tmp_path / "worker.log")
+        await template.close()
+        return (forked, again), template.given_up
+
+    assert asyncio.run(ask()) == ((None, None), True)
 
 
 def test_what_the_template_imports_needs_no_settings_and_starts_no_thread_or_event_loop():

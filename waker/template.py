@@ -27,7 +27,10 @@ log = logging.getLogger("penelope.waker")
 # Read by Python or the C library only as a process starts: a worker whose
 # value differs from the template's cannot be forked from it.
 START_ONLY = ("PYTHON", "LD_", "MALLOC_", "GLIBC_", "LC_", "LANG")
+# How long the template may take to import, and to answer a fork; past
+# either, the worker is started on its own.
 READY_TIMEOUT_S = 30.0
+FORK_TIMEOUT_S = 10.0
 
 
 def forkable(env: dict[str, str], template_env: dict[str, str]) -> bool:
@@ -102,11 +105,14 @@ class WorkerTemplate:
         self._asked: dict[int, asyncio.Future[int]] = {}
         self._forked: dict[int, Forked] = {}
         self._next_id = 0
+        # It ended before it was ready (a kernel without pidfds, an import
+        # that fails): not started again; every worker is started on its own.
+        self.given_up = False
 
     async def start(self) -> None:
         """Start the template (it imports in the background)."""
-        if self._reader is not None and not self._reader.done():
-            return  # running, or ending: its end is seen first
+        if self.given_up or (self._reader is not None and not self._reader.done()):
+            return  # running, or ending (its end is seen first), or never again
         self._ready = asyncio.get_running_loop().create_future()
         try:
             self._process = await asyncio.create_subprocess_exec(
@@ -123,7 +129,7 @@ class WorkerTemplate:
 
     async def fork(self, argv: list[str], env: dict[str, str], log_path: Path) -> Forked | None:
         """A worker forked from the template, or None: start it with `exec`."""
-        if not forkable(env, self.env):
+        if self.given_up or not forkable(env, self.env):
             return None
         await self.start()
         try:
@@ -139,9 +145,13 @@ class WorkerTemplate:
         try:
             process.stdin.write(json.dumps(start).encode() + b"\n")
             await process.stdin.drain()
-            pid = await asked
-        except (ConnectionError, RuntimeError) as error:
-            log.warning("the worker template could not fork (%s); starting the worker on its own", error)
+            pid = await asyncio.wait_for(asked, FORK_TIMEOUT_S)
+        except (ConnectionError, RuntimeError, TimeoutError) as error:
+            log.warning("the worker template could not fork (%s); starting the worker on its own", error or "no answer")
+            if isinstance(error, TimeoutError):
+                # Wedged: ended, so a worker it forks late ends with it.
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
             return None
         finally:
             self._asked.pop(start["id"], None)
@@ -152,7 +162,12 @@ class WorkerTemplate:
         assert process.stdout is not None
         try:
             while line := await process.stdout.readline():
-                self._heard(json.loads(line))
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    log.warning("the worker template wrote %r", line[:200])
+                    continue
+                self._heard(message)
         finally:
             await process.wait()
             self._gone(process.returncode)
@@ -174,6 +189,9 @@ class WorkerTemplate:
         """The template ended: its workers end with it, later starts exec."""
         if self._ready is not None and not self._ready.done():
             self._ready.set_result(False)
+            self.given_up = True
+            log.warning("the worker template exited with code %s before it was ready; workers are started on their own",
+                        returncode)
         for asked in self._asked.values():
             if not asked.done():
                 asked.set_exception(RuntimeError(f"the template exited with code {returncode}"))

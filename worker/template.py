@@ -140,9 +140,12 @@ def main() -> None:
     # collector off while importing, what was imported frozen, so no pass of a
     # worker's collector scans it (nor writes to the pages it shares).
     gc.disable()
+    template_pid = os.getpid()
+    # Its workers are watched through pidfds (Linux 5.3): without them it
+    # ends here, and the waker starts every worker on its own.
+    os.close(os.pidfd_open(template_pid))
     preload()
     gc.freeze()
-    template_pid = os.getpid()
     say({"ready": True})
     start = Template().run()
     if start is None:
