@@ -118,7 +118,7 @@ def test_each_persona_gets_its_name_settings_secrets_and_mode(tmp_path, overlay)
     assert bob["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["allowPrivilegeEscalation"] is False
     assert bob["terminationGracePeriodSeconds"] == 300 + 5 + 10 + 30
     assert sets["penelope-bob"]["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "store"
-    # The benchmark's charged figures: a working set of 0.84 GB and a charge of 1.07 GB with eight pages.
+    # The benchmark's charged figures: a working set of 0.82 GB and a charge of 1.06 GB with eight pages.
     assert container["resources"]["requests"]["memory"] == "1Gi" and container["resources"]["limits"]["memory"] == "1536Mi"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"]["path"] == "/api/v1/health"
