@@ -102,7 +102,7 @@ class WorkerTemplate:
         self._process: asyncio.subprocess.Process | None = None
         self._ready: asyncio.Future[bool] | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._asked: dict[int, asyncio.Future[int]] = {}
+        self._asked: dict[int, asyncio.Future[Forked]] = {}
         self._forked: dict[int, Forked] = {}
         self._next_id = 0
         # It ended before it was ready (a kernel without pidfds, an import
@@ -145,7 +145,7 @@ class WorkerTemplate:
         try:
             process.stdin.write(json.dumps(start).encode() + b"\n")
             await process.stdin.drain()
-            pid = await asyncio.wait_for(asked, FORK_TIMEOUT_S)
+            return await asyncio.wait_for(asked, FORK_TIMEOUT_S)
         except (ConnectionError, RuntimeError, TimeoutError) as error:
             log.warning("the worker template could not fork (%s); starting the worker on its own", error or "no answer")
             if isinstance(error, TimeoutError):
@@ -155,8 +155,6 @@ class WorkerTemplate:
             return None
         finally:
             self._asked.pop(start["id"], None)
-        forked = self._forked[pid] = Forked(pid)
-        return forked
 
     async def _read(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
@@ -181,7 +179,8 @@ class WorkerTemplate:
                 forked.ended(message["returncode"])
         elif (asked := self._asked.get(message.get("id"))) is not None and not asked.done():
             if "pid" in message:
-                asked.set_result(message["pid"])
+                # Held at once: its end may be the very next line.
+                asked.set_result(self._forked.setdefault(message["pid"], Forked(message["pid"])))
             else:
                 asked.set_exception(RuntimeError(message.get("error", "no pid")))
 
