@@ -33,7 +33,7 @@ ALLOWED = {
     "plugins/primitives.py:primitives": "the plugin registry: the primitives",
     "plugins/web/base.py:family": "the plugin registry: a family and its actions",
     "schedules/services.py:schedules_changed": "a Django signal: a dispatcher, as Django declares them",
-    "waker/process.py:_libc": "the C library, loaded once",
+    "core/parent_death.py:_libc": "the C library, loaded once",
 }
 
 

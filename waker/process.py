@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
+import functools
 import logging
 import os
 import signal
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.parent_death import end_with
 from waker.personas import WORKER_HOST, Persona
 from waker.template import Forked, WorkerTemplate
 
@@ -30,8 +31,6 @@ PERSONAL_ENV = (
 )
 LOG_TAIL_BYTES = 4000
 
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
 
 
 class StartFailed(Exception):
@@ -133,13 +132,7 @@ async def terminate(child: Child, name: str) -> None:
 def _stop_with_the_waker(waker_pid: int):
     """Run in the child before `exec`: the kernel sends it SIGTERM when the
     waker dies, however it dies, so no worker outlives its waker."""
-
-    def arrange() -> None:
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != waker_pid:  # the waker died before the line above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return arrange
+    return functools.partial(end_with, waker_pid)
 
 
 def port_in_use(port: int) -> bool:

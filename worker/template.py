@@ -21,15 +21,15 @@ waker.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import json
 import os
 import selectors
-import signal
 import sys
 import time
+
+from core.parent_death import end_with
 
 # What a worker imports that imports without Django's settings: about 1,200
 # of the 1,370 modules a started worker holds, 0.5 s of its 0.8 s of
@@ -43,7 +43,6 @@ PRELOAD = (
     "cryptography.fernet", "cryptography.x509", "prometheus_client", "channels.generic.websocket", "pyotp", "cronsim",
     "standardwebhooks", "sqlite3", "statistics",
 )
-PR_SET_PDEATHSIG = 1
 
 
 def preload() -> None:
@@ -118,9 +117,7 @@ def become(start: dict, template_pid: int) -> None:
     its output to its log, and its persona's environment, as the waker's
     `exec` would give it (waker/process.py)."""
     os.setsid()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != template_pid:  # the template ended before the line above
-        os.kill(os.getpid(), signal.SIGTERM)
+    end_with(template_pid)
     log = os.open(start["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
