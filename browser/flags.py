@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from browser.tap import HOOK, SOCKET_ENV
+
 # Playwright's own `--disable-features` (its chromiumSwitches.ts, playwright
 # 1.65): Chromium keeps only the last `--disable-features` of its command
 # line, so ours must repeat them. tests/test_browser_flags.py reads the
@@ -46,13 +48,20 @@ CHROMIUM_ARGS = [
 DRIVER_NODE_OPTIONS = "--max-semi-space-size=1"
 
 
-def set_driver_options() -> None:
+def set_driver_options(tap: str | None = None) -> None:
     """Give the driver Playwright starts next its options (it inherits this
     process's environment), beside NODE_OPTIONS of the operator's own unless
-    they size the young generation themselves."""
+    they size the young generation themselves; and with `tap` (the socket
+    of browser/tap.py), the driver tap, which takes both out of the
+    environment Chromium inherits."""
     own = os.environ.get("NODE_OPTIONS", "")
     if "--max-semi-space-size" not in own:
-        os.environ["NODE_OPTIONS"] = f"{own} {DRIVER_NODE_OPTIONS}".strip()
+        own = f"{own} {DRIVER_NODE_OPTIONS}".strip()
+    if tap is not None:
+        os.environ[SOCKET_ENV] = tap
+        if str(HOOK) not in own:
+            own = f'{own} --require "{HOOK}"'
+    os.environ["NODE_OPTIONS"] = own
 
 # BROWSER_REFUSE_PRIVATE (browser/egress.py): beside the egress proxy, which
 # carries every connection the browser makes over TCP, nothing goes out

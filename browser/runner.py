@@ -22,6 +22,7 @@ from browser.egress import Egress
 from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS, set_driver_options
 from browser.launch import find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, resident_bytes
+from browser.tap import DriverTap
 from browser.upstream import Upstream
 from core import metrics
 from core.api import error_line
@@ -97,6 +98,8 @@ class Browser:
         self.calls_since_launch = 0
         self.recycle_due: Cause | None = None  # once a recycling bound is passed
         self.cookie_jar = CookieJar(self.tasks)
+        # The CDP clients' way onto Chromium's pipe, beside Playwright's (browser/tap.py).
+        self.tap = DriverTap()
         # BROWSER_REFUSE_PRIVATE: the browser's only way out, started with the
         # first launch and kept across relaunches (browser/egress.py).
         self.egress: Egress | None = None
@@ -113,7 +116,7 @@ class Browser:
         return first_tab
 
     async def _launch(self) -> Page:
-        set_driver_options()
+        set_driver_options(await self.tap.open())
         self._playwright = await async_playwright().start()
         try:
             self.executable = find_executable(self._playwright)
@@ -358,6 +361,7 @@ class Browser:
         if self.egress is not None:
             self.egress.close()
             self.egress = None
+        await self.tap.close()
         if started:
             log.info("browser closed")
 

@@ -28,9 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from playwright.async_api import Error as PlaywrightError
-
-from cdp.mux import Mux
+from cdp.mux import ChromiumError, Mux
 from cdp.policy import NOT_APPLIED, SESSION_BROWSER_CALLS, SESSION_DOMAINS, allows, refusal
 from cdp.targets import BROWSER_CALLS, NO_SESSION, Refused, Tab, TabBudget, Targets, fake_id
 
@@ -111,8 +109,8 @@ class Bridge(Targets):
                 self._session_call(call_id, session_id, method, params)
         except Refused as error:
             self._fail(call_id, session_id, str(error), error.code)
-        except PlaywrightError as error:
-            self._fail(call_id, session_id, _chromium_message(error))
+        except ChromiumError as error:
+            self._fail(call_id, session_id, str(error))
         except (TypeError, ValueError, AttributeError) as error:  # a parameter of the wrong shape
             self._fail(call_id, session_id, f"Invalid parameters: {error}.", -32602)
 
@@ -170,14 +168,15 @@ class Bridge(Targets):
     # --- from Chromium, through the mux ---------------------------------------------------
 
     def from_target(self, session_id: str, text: str) -> None:
-        """A message of a session the bridge attached: to the client, with the
-        session's id. Answers and most events pass as text, unparsed."""
+        """A message of a session the bridge attached, ending with the
+        session's id: to the client. Answers and most events pass as text,
+        unparsed."""
         if self.ended:
             return
         if text.startswith('{"method":"Target.') or text.startswith('{"id":-') or not text.startswith(('{"id":', '{"method":')):
             self._special(session_id, json.loads(text))
             return
-        self.out(f'{text[:-1]},"sessionId":"{session_id}"}}')
+        self.out(text)
 
     def _special(self, session_id: str, message: dict[str, Any]) -> None:
         call_id = message.get("id")
@@ -189,8 +188,8 @@ class Bridge(Targets):
         method, params = message.get("method"), message.get("params") or {}
         if method == "Target.receivedMessageFromTarget":
             child = params.get("sessionId")
-            if child in self.routes:
-                self.from_target(child, params.get("message", "{}"))
+            if child in self.routes:  # a frame's or a worker's, nested in its page's session
+                self.from_target(child, f'{params.get("message", "{}")[:-1]},"sessionId":"{child}"}}')
             return
         if method == "Target.attachedToTarget" and session_id in self.routes:
             child = params.get("sessionId", "")
@@ -276,7 +275,7 @@ class Bridge(Targets):
             if not self.mux.closed:
                 try:
                     await self.mux.call("Target.closeTarget", {"targetId": page})
-                except PlaywrightError as error:
+                except ChromiumError as error:
                     log.debug("closing a CDP client's tab %s: %s", page, error)
             self.budget.free_tab(page)
         self.own_tabs.clear()
@@ -288,8 +287,3 @@ def _id_of(text: str) -> int:
         return 0
     return call_id if isinstance(call_id, int) else 0
 
-
-def _chromium_message(error: PlaywrightError) -> str:
-    """Chromium's own words from Playwright's error ("Protocol error (X): words")."""
-    first = str(error).splitlines()[0]
-    return first.split("): ", 1)[-1] if "): " in first else first

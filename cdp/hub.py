@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from activity.log import RequestLog
     from browser.registry import PageRegistry
 
+# How long a browser just launched may take to link its driver's tap (browser/tap.py).
+LINK_WAIT_S = 5.0
+
+
 class CdpHub:
     # What the hub hears on the bus: a lease's end ends the lease's grants.
     HEARS = (Event.PAGE_RELEASED,)
@@ -46,7 +50,7 @@ class CdpHub:
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._mux is None or self._mux.closed or self._mux.context is not browser.context:
-                self._mux = await Mux.open(browser.context)
+                self._mux = await Mux.open(browser.context, await browser.tap.link(LINK_WAIT_S))
             return self._mux
 
     @staticmethod

@@ -31,8 +31,10 @@ from playwright.async_api import Error as PlaywrightError
 
 from cdp.bridge import Bridge
 from cdp.grants import Grant
+from cdp.mux import ChromiumError
 from core.errors import Refusal
 from core.runtime import runtime_of
+from core.seams import send_at_once
 from core.writable import Writable
 
 log = logging.getLogger("penelope.cdp")
@@ -60,7 +62,7 @@ async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         tab = await runtime.pages.ensure_tab(grant.page, settings.PAGE_WAIT_S)
         mux = await runtime.cdp.mux()
         home = await runtime.cdp.target_of(tab)
-    except (Refusal, PlaywrightError, RuntimeError) as error:
+    except (Refusal, PlaywrightError, ChromiumError, RuntimeError) as error:
         log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
         runtime.cdp.grants.end(grant, "The page has no tab now.")
         await send({"type": "websocket.close"})
@@ -83,6 +85,7 @@ class Connection:
         self.closing: tuple[int, str] | None = None
         self.who = _who(scope)
         self.writable = Writable.of(send)
+        self.now = send_at_once(send)  # daphne's send, without a task woken per message
         self.bridge: Bridge | None = None
 
     async def serve(self, mux: Any, home: str, receive: Receive) -> None:
@@ -126,6 +129,17 @@ class Connection:
     # --- to the client -------------------------------------------------------------------
 
     def deliver(self, text: str) -> None:
+        """A message to the client, in order: sent at once when nothing waits
+        before it and the connection takes bytes, else queued for the sender."""
+        if not self.queue and self.closing is None and self.now is not None and (
+            self.writable is None or self.writable.open.is_set()
+        ):
+            try:
+                self.now({"type": "websocket.send", "text": text})
+            except Exception as error:  # the connection went under the message
+                log.debug("a CDP client's connection went while it was sent to", exc_info=True)
+                self.end(f"The connection failed: {error}")
+            return
         self.queue.append(text)
         self.queued += len(text)
         self.fresh.set()

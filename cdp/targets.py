@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from playwright.async_api import Error as PlaywrightError
-
+from cdp.mux import ChromiumError
 from cdp.policy import allows, target_filter
 
 if TYPE_CHECKING:
@@ -249,7 +248,7 @@ class Targets:
     async def _announce_quietly(self, page: str) -> None:
         try:
             await self._announce(page)
-        except PlaywrightError as error:
+        except ChromiumError as error:
             log.debug("a CDP client's new page %s was not attached: %s", page, error)
 
     def _attach_tab(self, tab: Tab, *, parent: str | None) -> str:

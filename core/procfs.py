@@ -8,18 +8,21 @@ from __future__ import annotations
 import os
 
 
+def parent_pid(pid: int) -> int | None:
+    """The pid of the process's parent; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def descendants(root: int) -> list[int]:
     """Every live process under `root`, at any depth."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
+        if entry.isdigit() and (ppid := parent_pid(int(entry))) is not None:
+            children.setdefault(ppid, []).append(int(entry))
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), []):

@@ -1,7 +1,8 @@
 """The browser's flags and its driver's options, as a real worker launches
 them: Playwright's own disabled features kept (Chromium takes only the last
 `--disable-features`), the address bar's WebUI popups not built, and the
-driver's young generation sized (docs/BENCHMARKS.md, issue 46)."""
+driver's young generation sized (docs/BENCHMARKS.md, issue 46), and the
+driver tap loaded into the driver alone."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from browser.flags import CHROMIUM_ARGS, DRIVER_NODE_OPTIONS, MEMORY_FEATURES_OFF, PLAYWRIGHT_DISABLED_FEATURES
+from browser.tap import HOOK, SOCKET_ENV
 from core.procfs import command_line, command_name, descendants
 from tests.support.faults import real_chromium
 
@@ -39,7 +41,10 @@ def test_the_worker_s_browser_keeps_playwright_s_features_off_and_its_driver_is_
     assert set(PLAYWRIGHT_DISABLED_FEATURES) == playwright_s, "Playwright's list changed: update PLAYWRIGHT_DISABLED_FEATURES"
     assert set(MEMORY_FEATURES_OFF) <= effective
     driver = next(pid for pid in tree if command_name(pid).startswith("node"))
-    assert environment(driver)["NODE_OPTIONS"].split() == ["--max-old-space-size=512", DRIVER_NODE_OPTIONS]
+    assert environment(driver)["NODE_OPTIONS"].split() == ["--max-old-space-size=512", DRIVER_NODE_OPTIONS, "--require", f'"{HOOK}"']
+    # The tap (browser/tap.cjs) keeps itself and its socket out of Chromium's environment.
+    assert environment(browser)["NODE_OPTIONS"].split() == ["--max-old-space-size=512", DRIVER_NODE_OPTIONS]
+    assert SOCKET_ENV in environment(driver) and SOCKET_ENV not in environment(browser)
 
 
 @pytest.mark.parametrize("flags, popups", [(CHROMIUM_ARGS, False), ([], True)], ids=["the worker's flags", "without them"])

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -20,9 +22,12 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from browser.tap import SOCKET_ENV
+from core.procfs import command_name, descendants
 from harness.worker import ROOT, WorkerProcess, wait_until
 from tests.conftest import worker_env
 from tests.support.cdp_client import RawCdp
+from tests.support.faults import kill_browser
 from tests.support.live import metric
 
 READ_KEY = "read-only-key-0123456789abcdefghij"
@@ -414,6 +419,56 @@ def test_the_browser_opens_no_port_a_local_process_could_reach(worker):
         assert not held & listening, f"Chromium process {pid} listens on TCP"
     main = next(pid for pid in browsers if "--type=" not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"))
     assert "--remote-debugging-pipe" in Path(f"/proc/{main}/cmdline").read_text(errors="replace")
+
+
+def test_the_driver_tap_takes_no_process_but_the_worker_s_own_driver(worker, api, lease):
+    """The CDP clients' way onto Chromium's pipe (browser/tap.py) is a Unix
+    socket in a folder only its user enters, taken only from the worker's
+    own child. A process that finds the socket and connects is cut off at
+    once: it is never taken for the driver, so it neither hears a client's
+    messages nor answers them, and the real driver's link holds."""
+    driver = next(pid for pid in descendants(worker.process.pid) if command_name(pid).startswith("node"))
+    environ = Path(f"/proc/{driver}/environ").read_bytes().split(b"\0")
+    path = next(pair.partition(b"=")[2].decode() for pair in environ if pair.startswith(SOCKET_ENV.encode() + b"="))
+    assert stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
+    stranger = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stranger.settimeout(10)
+    stranger.connect(path)
+    try:
+        stranger.sendall(b'{"id":-1,"method":"Target.attachToBrowserTarget","params":{}}\0'
+                         b'{"id":-2,"method":"Browser.close","params":{}}\0')
+        assert stranger.recv(1024) == b""  # closed, nothing answered
+    except ConnectionResetError:
+        pass
+    finally:
+        stranger.close()
+    client = RawCdp(token_url(worker, api, lease))
+    try:
+        session = client.page_session()
+        assert client.result("Runtime.evaluate", {"expression": "6 * 7"}, session)["result"]["value"] == 42
+    finally:
+        client.close()
+
+
+def test_a_relaunched_browser_closes_its_clients_and_takes_new_ones(make_worker):
+    """Each launch has a driver of its own, and so a tap of its own: a
+    client of the browser that stopped is told why, and a new token (the
+    lease outlives the relaunch) drives the page in the browser launched
+    after it."""
+    relaunching = make_worker({"BROWSER_RELAUNCH_S": "0.05", "MAX_PAGES": "2"})
+    with relaunching.client() as api:
+        taken = api.post("/main/lease", json={"ttl": 120}).json()["lease"]
+        before = RawCdp(token_url(relaunching, api, taken))
+        before.page_session()
+        kill_browser(relaunching.store)
+        assert closed_with(before.socket)[0] in (4001, 4002)
+        wait_until(lambda: api.get("/health").json().get("browser_state") == "up", timeout=60)
+        after = RawCdp(token_url(relaunching, api, taken))
+        try:
+            session = after.page_session()
+            assert after.result("Runtime.evaluate", {"expression": "1 + 2"}, session)["result"]["value"] == 3
+        finally:
+            after.close()
 
 
 def _is_browser_of(pid: str, store: Path) -> bool:

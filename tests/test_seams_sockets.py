@@ -1,4 +1,4 @@
-"""The upstream behaviour pieces 16 and 17 of core/seams rely on, one test
+"""The upstream behaviour pieces 16 to 19 of core/seams rely on, one test
 each beside tests/test_seams.py's (here, in a module of their own: a test
 there leaves an event loop running in its thread, where Playwright's sync
 API and asyncio.run refuse to start)."""
@@ -6,7 +6,12 @@ API and asyncio.run refuse to start)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
+import re
+from pathlib import Path
+
+import playwright
 
 from core import seams
 
@@ -90,3 +95,59 @@ async def heard_and_answered(executable: str) -> None:
             assert called["params"]["args"][0]["value"] in ("hi", "heard")
         finally:
             await browser.close()
+
+
+# --- 18. the driver tap on Chromium's pipe ------------------------------------------------------------
+
+
+def test_the_driver_spawns_chromium_through_child_process_and_reads_its_pipe_from_stdio():
+    """What browser/tap.cjs relies on in Playwright's driver: Chromium is
+    spawned by `childProcess.spawn` (a getter onto Node's module, looked up
+    at each call) with `--remote-debugging-pipe`, and the pipe's transport
+    is built from the child's `stdio[3]` and `stdio[4]` afterwards, reading
+    only `data`, `close`, `error` and `readable`. If this fails, the driver
+    reaches the pipe another way now: adapt the tap. tests/test_cdp.py
+    drives real clients through it."""
+    bundle = (Path(playwright.__file__).parent / "driver/package/lib/coreBundle.js").read_text()
+    assert 'childProcess = __toESM(require("child_process"))' in bundle
+    assert "const spawnedProcess = childProcess.spawn(options.command, options.args || [], spawnOptions);" in bundle
+    assert 'chromeArguments.push("--remote-debugging-pipe");' in bundle
+    assert "transport = new PipeTransport2(stdio[3], stdio[4]);" in bundle
+    transport = bundle[bundle.index("PipeTransport2 = class {"):]
+    transport = transport[:transport.index("\n    };\n")]
+    assert sorted(set(re.findall(r"pipeRead\.(\w+)", transport))) == ["on", "readable"]
+    assert sorted(set(re.findall(r'pipeRead\.on\("(\w+)"', transport))) == ["close", "data", "error"]
+
+
+# --- 19. a socket's message sent at once ------------------------------------------------------------
+
+
+def test_daphne_s_send_is_its_server_s_handle_reply_bound_to_the_protocol():
+    """`send_at_once` does what daphne's `send` does for a socket's message:
+    daphne builds `send` as `partial(self.handle_reply, protocol)`, and
+    `Server.handle_reply` checks `connections`, then calls the protocol's
+    `handle_reply` (its header check is for HTTP answers only). If this
+    fails: daphne's `send` does more now; adapt the seam."""
+    from daphne.server import Server
+
+    assert "send=partial(self.handle_reply, protocol)" in inspect.getsource(Server.create_application)
+    source = inspect.getsource(Server.handle_reply)
+    assert 'if not message["type"] == "http.response.start"' in inspect.getsource(Server.check_headers_type)
+    assert source.rstrip().endswith("protocol.handle_reply(message)")
+    assert 'if protocol not in self.connections or self.connections[protocol].get(\n            "disconnected", None' in source
+
+    class Protocol:
+        def __init__(self) -> None:
+            self.sent: list[dict] = []
+
+        def handle_reply(self, message: dict) -> None:
+            self.sent.append(message)
+
+    server, protocol = Server.__new__(Server), Protocol()
+    server.connections = {protocol: {}}
+    now = seams.send_at_once(functools.partial(server.handle_reply, protocol))
+    now({"type": "websocket.send", "text": "one"})
+    server.connections[protocol]["disconnected"] = 1
+    now({"type": "websocket.send", "text": "two"})
+    assert protocol.sent == [{"type": "websocket.send", "text": "one"}]
+    assert seams.send_at_once(lambda message: None) is None

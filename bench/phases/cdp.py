@@ -23,7 +23,9 @@ from playwright.async_api import async_playwright
 from websockets.sync.client import connect
 
 from bench.report import Plan, Report, Row, ms
+from browser.flags import set_driver_options
 from browser.launch import SYSTEM_CHROMIUM_NAMES
+from browser.tap import SOCKET_ENV
 from harness.worker import WorkerProcess, free_port
 
 TARGET_EXTRA_MS = 0.5
@@ -89,30 +91,74 @@ def bare_steps(url: str, target_id: str, count: int) -> list[float]:
     return samples
 
 
-async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float], list[float]]:
-    """The hop the worker cannot skip: a CDP round trip from Python through
-    Playwright's driver and its pipe (as the mux sends), on a Chromium of
-    this process's own that also has a port for the direct reference."""
+async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float], list[float], list[float]]:
+    """The hops under a client's socket, on a Chromium of this process's own
+    launched as the worker's is (Playwright over its pipe, the driver tap
+    loaded), with a port beside it for the direct reference: a
+    `Runtime.evaluate` through the tap, as the mux sends a client's, and the
+    same through Playwright's driver protocol, as it sent them before."""
+    from browser.tap import DriverTap
     from core.seams import send_cdp
 
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=executable, args=["--no-sandbox", f"--remote-debugging-port={port}"]
-        )
-        page = await browser.new_page()
-        await page.evaluate(f"document.title = '{MARK}'")
-        session = await page.context.new_cdp_session(page)
-        samples = []
-        for number in range(count + count // 5):
-            began = time.perf_counter()
-            await send_cdp(session, "Runtime.evaluate", {"expression": "1+1"})
-            if number >= count // 5:
-                samples.append(time.perf_counter() - began)
-        target = next(t["id"] for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["title"] == MARK)
-        direct = httpx.get(f"http://127.0.0.1:{port}/json/version").json()["webSocketDebuggerUrl"]
-        straight = await asyncio.to_thread(bare_steps, direct, target, count)
-        await browser.close()
-    return samples, straight
+    kept = {name: os.environ.get(name) for name in ("NODE_OPTIONS", SOCKET_ENV)}
+    tap = DriverTap()
+    set_driver_options(await tap.open())
+    try:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=executable, args=["--no-sandbox", f"--remote-debugging-port={port}"]
+            )
+            page = await browser.new_page()
+            await page.evaluate(f"document.title = '{MARK}'")
+            target = next(t["id"] for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["title"] == MARK)
+            tapped = await tap_steps(await tap.link(10), target, count)
+            session = await page.context.new_cdp_session(page)
+            piped = []
+            for number in range(count + count // 5):
+                began = time.perf_counter()
+                await send_cdp(session, "Runtime.evaluate", {"expression": "1+1"})
+                if number >= count // 5:
+                    piped.append(time.perf_counter() - began)
+            direct = httpx.get(f"http://127.0.0.1:{port}/json/version").json()["webSocketDebuggerUrl"]
+            straight = await asyncio.to_thread(bare_steps, direct, target, count)
+            await browser.close()
+    finally:
+        await tap.close()
+        for name, value in kept.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return tapped, piped, straight
+
+
+async def tap_steps(link, target: str, count: int) -> list[float]:
+    """Message by message through the tap's link: a browser session, a flat
+    session on the page, then the steps."""
+    answers: dict[int, asyncio.Future] = {}
+
+    def heard(text: str) -> None:
+        message = json.loads(text)
+        if message.get("id") in answers:
+            answers.pop(message["id"]).set_result(message)
+
+    link.on_message = heard
+
+    async def call(call_id: int, method: str, params: dict, session: str | None = None) -> dict:
+        answers[call_id] = asyncio.get_running_loop().create_future()
+        link.send(json.dumps({"id": call_id, "method": method, "params": params, **({"sessionId": session} if session else {})}))
+        return await answers[call_id]
+
+    browser = (await call(-1, "Target.attachToBrowserTarget", {}))["result"]["sessionId"]
+    session = (await call(1, "Target.attachToTarget", {"targetId": target, "flatten": True}, browser))["result"]["sessionId"]
+    samples = []
+    for number in range(count + count // 5):
+        began = time.perf_counter()
+        answer = await call(10 + number, "Runtime.evaluate", {"expression": "1+1"}, session)
+        assert answer["result"]["result"]["value"] == 2
+        if number >= count // 5:
+            samples.append(time.perf_counter() - began)
+    return samples
 
 
 def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
@@ -145,12 +191,16 @@ def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
                 rows.append((name, p50_ms(through), p50_ms(straight)))
     finally:
         worker.stop()
-    piped, straight = asyncio.run(pipe_steps(chromium(), free_port(), count))
-    report.add(Row(
-        f"The floor under it: a `Runtime.evaluate` from Python through Playwright's driver and pipe, p50 of {count}",
-        ms(p50_ms(piped)), f"straight to the same Chromium: {ms(p50_ms(straight))}",
-        f"+{p50_ms(piped) - p50_ms(straight):.3f} ms",
-    ))
+    tapped, piped, straight = asyncio.run(pipe_steps(chromium(), free_port(), count))
+    for name, samples in (
+        ("The floor under it: a `Runtime.evaluate` from Python through the driver tap (browser/tap.py), as the mux sends a client's "
+         "(no client, no socket)", tapped),
+        ("The same through Playwright's driver protocol (a CDP session's `send`), as the mux sent them before the tap", piped),
+    ):
+        report.add(Row(
+            f"{name}, p50 of {count}", ms(p50_ms(samples)), f"straight to the same Chromium: {ms(p50_ms(straight))}",
+            f"+{p50_ms(samples) - p50_ms(straight):.3f} ms",
+        ))
     for name, through, straight in rows:
         extra = through - straight
         report.add(Row(

@@ -2,16 +2,16 @@
 DRF, adrf, daphne or Twisted internal, and every use of a private name of
 theirs (or of Playwright's or channels'), and nothing else.
 
-Pieces 1 to 8, 14 and 16 replace upstream code for a gain that was
+Pieces 1 to 8, 14, 16 and 18 replace upstream code for a gain that was
 measured (or, for four of them, a behaviour the contract needs); pieces 9
-to 13, 15 and 17 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
+to 13, 15, 17 and 19 only use a private name, for what no public one gives. Each is an upgrade hazard: a new
 upstream version can change what it relies on without a word.
-`tests/test_seams.py` (pieces 16 and 17: tests/test_seams_sockets.py) has one test per piece that checks the upstream
+`tests/test_seams.py` (pieces 16 to 19: tests/test_seams_sockets.py) has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 2, 5,
-9), `rest` (3, 4, 10), `server` (6, 7, 11, 14, 16), `sqlite` (12), `orm` (8,
-13) and `browser` (15, 17); each is imported here under its own name. Written against Django
+9), `rest` (3, 4, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8,
+13) and `browser` (15, 17), with piece 18 in Node, browser/tap.cjs; each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
 Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
@@ -204,7 +204,30 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
     `on("event")` passes each event as it came; the public `on` wraps the
     listener in one that reads its signature (`inspect.signature`) at
     every event. Gain, docs/BENCHMARKS.md "Issue 43": a CDP step through
-    the worker.
+    the worker. `plugins/signing_in.py` sends and listens so; the CDP
+    clients' messages go through piece 18 now.
+
+18. The driver tap (browser/tap.cjs, loaded into Playwright's driver by
+    NODE_OPTIONS's `--require`) replaces the read end of Chromium's
+    debugging pipe that Playwright's driver reads (Playwright 1.65.2). It
+    relies on three things of the driver: it spawns Chromium through
+    Node's `child_process.spawn`, looked up at each call (esbuild's
+    `__toESM` getters); with `--remote-debugging-pipe` among the
+    arguments; and it builds its `PipeTransport` from the child's
+    `stdio[3]` and `stdio[4]` after `spawn` returns, listening to
+    `stdio[4]`'s `data`, `close` and `error` and reading its `readable`.
+    And on Chromium's: a flat session's message ends with its
+    `"sessionId"`. Gain, docs/BENCHMARKS.md "Issue 43": a CDP client's
+    step skips Playwright's protocol on both sides of the driver.
+
+19. `send_at_once` sends a WebSocket's ASGI message without awaiting
+    daphne's `send` (daphne 4.2.3): `send` is
+    `partial(Server.handle_reply, protocol)`, a coroutine that, for a
+    socket's message, checks `Server.connections` and calls the
+    protocol's `handle_reply`; this does the same from a plain callback.
+    A CDP connection (cdp/sockets.py) sends Chromium's answers so, as they
+    arrive from the tap, where a task woken for each would cost a turn of
+    the event loop. Gain, docs/BENCHMARKS.md "Issue 43".
 
 Removed: `ApiView.default_response_headers` (an override of DRF 3.18.3's
 `APIView.default_response_headers` returning `{}`). Only DRF's and adrf's
@@ -243,6 +266,7 @@ from core.seams.server import (
     bound_request_bodies,
     bound_request_heads,
     name_statuses,
+    send_at_once,
     size_socket_messages,
 )
 from core.seams.sqlite import run_sqlite_script
@@ -270,6 +294,7 @@ __all__ = [
     "request_started_outside_api",
     "run_sqlite_script",
     "send_cdp",
+    "send_at_once",
     "size_socket_messages",
     "take_saved_row",
 ]
