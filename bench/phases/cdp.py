@@ -25,7 +25,8 @@ from websockets.sync.client import connect
 from bench.report import Plan, Report, Row, ms
 from browser.flags import set_driver_options
 from browser.launch import SYSTEM_CHROMIUM_NAMES
-from browser.tap import SOCKET_ENV
+from browser.tap import SOCKET_ENV, DriverTap
+from core.seams import send_cdp
 from harness.worker import WorkerProcess, free_port
 
 TARGET_EXTRA_MS = 0.5
@@ -97,9 +98,6 @@ async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float
     loaded), with a port beside it for the direct reference: a
     `Runtime.evaluate` through the tap, as the mux sends a client's, and the
     same through Playwright's driver protocol, as it sent them before."""
-    from browser.tap import DriverTap
-    from core.seams import send_cdp
-
     kept = {name: os.environ.get(name) for name in ("NODE_OPTIONS", SOCKET_ENV)}
     tap = DriverTap()
     set_driver_options(await tap.open())
