@@ -51,21 +51,30 @@ class Link(asyncio.Protocol):
         self.on_message: Callable[[str], None] = lambda text: None
         self.on_close: Callable[[], None] = lambda: None
         self.closed = False
-        self._pending = b""
+        self._pending: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if self._pending:
-            data = self._pending + data
-        start = 0
         end = data.find(b"\0")
+        if end == -1:
+            self._pending.append(data)  # a large message arrives in many reads: joined once, at its end
+            return
+        if self._pending:
+            self._pending.append(data[:end])
+            self.on_message(b"".join(self._pending).decode())
+            self._pending = []
+        else:
+            self.on_message(data[:end].decode())
+        start = end + 1
+        end = data.find(b"\0", start)
         while end != -1:
             self.on_message(data[start:end].decode())
             start = end + 1
             end = data.find(b"\0", start)
-        self._pending = data[start:]
+        if start < len(data):
+            self._pending.append(data[start:])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -113,6 +113,10 @@ def test_the_driver_spawns_chromium_through_child_process_and_reads_its_pipe_fro
     assert "const spawnedProcess = childProcess.spawn(options.command, options.args || [], spawnOptions);" in bundle
     assert 'chromeArguments.push("--remote-debugging-pipe");' in bundle
     assert "transport = new PipeTransport2(stdio[3], stdio[4]);" in bundle
+    # The tap takes answers with a negative id at the root as the worker's: Playwright's ids count up from
+    # 1, and its one negative id is its Browser.close's, which the tap leaves to it.
+    assert "kBrowserCloseMessageId = -9999;" in bundle and "const id = ++this._lastId;" in bundle
+    assert len(re.findall(r"\bid: -\d|kBrowserCloseMessageId", bundle)) == len(re.findall(r"kBrowserCloseMessageId", bundle))
     transport = bundle[bundle.index("PipeTransport2 = class {"):]
     transport = transport[:transport.index("\n    };\n")]
     assert sorted(set(re.findall(r"pipeRead\.(\w+)", transport))) == ["on", "readable"]
