@@ -46,22 +46,32 @@ CHROMIUM_ARGS = [
 # default 16: about 23 MB less of anonymous memory a persona, and a step no
 # slower (its scavenges are shorter). Measured in docs/BENCHMARKS.md, issue 46.
 DRIVER_NODE_OPTIONS = "--max-semi-space-size=1"
+# The driver tap (browser/tap.cjs strips exactly this from what Chromium inherits).
+TAP_OPTION = f'--require "{HOOK}"'
 
 
 def set_driver_options(tap: str | None = None) -> None:
     """Give the driver Playwright starts next its options (it inherits this
     process's environment), beside NODE_OPTIONS of the operator's own unless
     they size the young generation themselves; and with `tap` (the socket
-    of browser/tap.py), the driver tap, which takes both out of the
-    environment Chromium inherits."""
+    of browser/tap.py), the driver tap, which takes both of its own out of
+    the environment Chromium inherits. Once the driver runs,
+    `clear_driver_tap` takes them out of this process's."""
     own = os.environ.get("NODE_OPTIONS", "")
     if "--max-semi-space-size" not in own:
         own = f"{own} {DRIVER_NODE_OPTIONS}".strip()
     if tap is not None:
         os.environ[SOCKET_ENV] = tap
-        if str(HOOK) not in own:
-            own = f'{own} --require "{HOOK}"'
+        if TAP_OPTION not in own:
+            own = f"{own} {TAP_OPTION}"
     os.environ["NODE_OPTIONS"] = own
+
+
+def clear_driver_tap() -> None:
+    """No later child of this process loads the tap."""
+    os.environ.pop(SOCKET_ENV, None)
+    if "NODE_OPTIONS" in os.environ:
+        os.environ["NODE_OPTIONS"] = os.environ["NODE_OPTIONS"].replace(TAP_OPTION, "").strip()
 
 # BROWSER_REFUSE_PRIVATE (browser/egress.py): beside the egress proxy, which
 # carries every connection the browser makes over TCP, nothing goes out

@@ -19,7 +19,7 @@ from playwright.async_api import BrowserContext, Page, Playwright, Request, Resp
 from browser.allowance import Allowance
 from browser.cookies import CookieJar
 from browser.egress import Egress
-from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS, set_driver_options
+from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS, clear_driver_tap, set_driver_options
 from browser.launch import find_executable, proxy_settings
 from browser.processes import clear_stale_profile_lock, resident_bytes
 from browser.tap import DriverTap
@@ -117,7 +117,10 @@ class Browser:
 
     async def _launch(self) -> Page:
         set_driver_options(await self.tap.open())
-        self._playwright = await async_playwright().start()
+        try:
+            self._playwright = await async_playwright().start()
+        finally:
+            clear_driver_tap()
         try:
             self.executable = find_executable(self._playwright)
             profile = settings.PROFILE_DIR

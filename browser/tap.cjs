@@ -34,7 +34,7 @@ const socketPath = process.env.PENELOPE_CDP_TAP;
 // Chromium (spawned with this process's environment) needs neither.
 delete process.env.PENELOPE_CDP_TAP;
 if (process.env.NODE_OPTIONS)
-  process.env.NODE_OPTIONS = process.env.NODE_OPTIONS.replace(/--require\s+("[^"]*tap\.cjs"|\S*tap\.cjs)/, '').trim();
+  process.env.NODE_OPTIONS = process.env.NODE_OPTIONS.split(`--require "${__filename}"`).join('').trim();
 
 const NUL = 0;
 const SESSION_TAIL = Buffer.from('"sessionId":"');
@@ -54,8 +54,18 @@ function tap(child) {
   const toBrowser = child.stdio[3];
   const fromBrowser = child.stdio[4];
   // What Playwright reads in place of the pipe: the events it listens to.
+  // Playwright listens once Chromium is up; what comes before is held for it,
+  // as the paused pipe held it.
   const view = new EventEmitter();
   Object.defineProperty(view, 'readable', { get: () => fromBrowser.readable });
+  const held = [];
+  view.on('newListener', (event) => {
+    if (event === 'data' && held.length) setImmediate(() => { for (const chunk of held.splice(0)) view.emit('data', chunk); });
+  });
+  const toPlaywright = (chunk) => {
+    if (view.listenerCount('data') && !held.length) view.emit('data', chunk);
+    else held.push(chunk);
+  };
   child.stdio[4] = view;
 
   const ours = new Set();
@@ -120,13 +130,15 @@ function tap(child) {
     }
     if (keptFrom < start) kept.push(chunk.subarray(keptFrom, start));
     if (start < chunk.length) pending.push(chunk.subarray(start));
-    if (kept.length) view.emit('data', kept.length === 1 ? kept[0] : Buffer.concat(kept));
+    if (kept.length) toPlaywright(kept.length === 1 ? kept[0] : Buffer.concat(kept));
   });
   fromBrowser.on('close', () => {
     worker.end();
     view.emit('close');
   });
-  fromBrowser.on('error', (error) => view.emit('error', error));
+  fromBrowser.on('error', (error) => {
+    if (view.listenerCount('error')) view.emit('error', error);
+  });
 
   worker.on('data', (chunk) => {
     const last = chunk.lastIndexOf(NUL);

@@ -10,9 +10,11 @@ Python call, its answer and events, each validated and dispatched on both
 sides). docs/BENCHMARKS.md, "Issue 43", has what that saves.
 
 The socket sits in a folder only this user can enter, and a connection is
-taken only from a child of this process (the driver is; its credentials are
-read from the socket): no other local process reaches the pipe through it,
-whoever it runs as. No port is ever opened.
+taken only from Playwright's driver among this process's children (the
+peer's pid is read from the socket, its parent and command line from
+/proc): no other local process reaches the pipe through it, whoever it runs
+as. The tap's two variables leave this process's environment once the
+driver runs, so no later child loads it. No port is ever opened.
 
 Each launch starts a driver of its own (browser/runner.py), whose tap
 connects when it spawns Chromium; `link()` is the one of the browser that
@@ -31,12 +33,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from core.procfs import parent_pid
+from core.procfs import command_line, parent_pid
 
 log = logging.getLogger("penelope.browser")
 
 HOOK = Path(__file__).with_name("tap.cjs")
 SOCKET_ENV = "PENELOPE_CDP_TAP"
+DRIVER_COMMAND = "run-driver"  # in the command line of Playwright's driver (`node cli.js run-driver`)
 
 
 class TapUnavailable(RuntimeError):
@@ -152,7 +155,7 @@ class _Accepted(Link):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         peer = _peer_pid(transport.get_extra_info("socket"))
-        if peer is None or parent_pid(peer) != os.getpid():
+        if peer is None or parent_pid(peer) != os.getpid() or DRIVER_COMMAND not in command_line(peer):
             log.warning("a process (pid %s) that is not this worker's driver connected to the tap; refused", peer)
             self.closed = True
             transport.abort()  # type: ignore[attr-defined]

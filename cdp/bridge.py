@@ -148,22 +148,36 @@ class Bridge(Targets):
             if method not in SESSION_TARGET_CALLS:
                 raise Refused(f"{method} is not offered inside a page's session.")
             if method == "Target.setAutoAttach":
-                # Nested below the page too (the mux routes nothing flat), and only
-                # the page's own frames and workers: a service worker is its origin's.
+                # Nested inside the page's session, where the bridge routes them, and
+                # only the page's own frames and workers: a service worker is its origin's.
                 params = {**params, "flatten": False, "filter": CHILD_TARGETS}
             elif method == "Target.detachFromTarget" and params.get("sessionId") not in self.routes:
                 raise Refused("No session with that id is attached here.", NO_SESSION)
             elif method == "Target.getTargetInfo" and params.get("targetId") not in (None, *self.tabs):
                 raise Refused("No target with that id is the client's.")
-        message = json.dumps({"id": call_id, "method": method, "params": params})
-        for inner in reversed(route[1:]):
-            envelope = next(self.envelope_ids)
-            self.wrappers[envelope] = (call_id, session_id)
-            message = json.dumps(
-                {"id": envelope, "method": "Target.sendMessageToTarget", "params": {"sessionId": inner, "message": message}}
-            )
-        self.mux.post(route[0], message, lambda why: self._fail(call_id, session_id, why))
+        self._post(route, call_id, method, params, lambda why: self._fail(call_id, session_id, why, NO_SESSION), (call_id, session_id))
 
+    def _post(
+        self, route: list[str], call_id: int, method: str, params: dict[str, Any],
+        failed: Callable[[str], None], client: tuple[int, str] | None,
+    ) -> None:
+        """A message into the session at the end of `route`: straight into
+        a page's flat session, or wrapped for each nested session below it
+        (`Target.sendMessageToTarget`), whose answers come back inside its
+        events. `failed` hears why when a session on the way is gone."""
+        if len(route) == 1:
+            if not self.mux.post(route[0], call_id, method, params, None if client else _dropped):
+                failed("Session with given id not found.")
+            return
+        message = json.dumps({"id": call_id, "method": method, "params": params})
+        for inner in reversed(route[2:]):
+            envelope = next(self.envelope_ids)
+            if client is not None:
+                self.wrappers[envelope] = client
+            message = json.dumps({"id": envelope, "method": "Target.sendMessageToTarget", "params": {"sessionId": inner, "message": message}})
+        if not self.mux.post(route[0], 0, "Target.sendMessageToTarget", {"sessionId": route[1], "message": message},
+                             lambda reply: _refused(reply, failed)):
+            failed("Session with given id not found.")
 
     # --- from Chromium, through the mux ---------------------------------------------------
 
@@ -204,12 +218,8 @@ class Bridge(Targets):
 
     def _post_own(self, session_id: str, method: str, params: dict[str, Any]) -> None:
         """A message of the bridge's own into one of the client's sessions; its answer is dropped."""
-        route = self.routes[session_id]
-        message = json.dumps({"id": next(self.envelope_ids), "method": method, "params": params})
-        for inner in reversed(route[1:]):
-            message = json.dumps({"id": next(self.envelope_ids), "method": "Target.sendMessageToTarget",
-                                  "params": {"sessionId": inner, "message": message}})
-        self.mux.post(route[0], message, lambda why: log.debug("%s failed: %s", method, why))
+        self._post(self.routes[session_id], next(self.envelope_ids), method, params,
+                   lambda why: log.debug("%s failed: %s", method, why), None)
 
     def detached(self, session_id: str) -> None:
         """A session at the top of a route ended (its target closed, or we detached it)."""
@@ -279,6 +289,16 @@ class Bridge(Targets):
                     log.debug("closing a CDP client's tab %s: %s", page, error)
             self.budget.free_tab(page)
         self.own_tabs.clear()
+
+def _dropped(_reply: str) -> None:
+    """The answer to a message of the bridge's own: nobody waits for it."""
+
+
+def _refused(reply: str, failed: Callable[[str], None]) -> None:
+    """An envelope's answer: `failed` hears Chromium's words when it is an error."""
+    if '"error"' in reply:
+        failed((json.loads(reply).get("error") or {}).get("message", "The session is gone."))
+
 
 def _id_of(text: str) -> int:
     try:

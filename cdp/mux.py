@@ -37,7 +37,8 @@ log = logging.getLogger("penelope.cdp")
 
 TARGET_NEWS = frozenset({"Target.targetCreated", "Target.targetInfoChanged", "Target.targetDestroyed", "Target.targetCrashed"})
 SESSION_TAIL = ',"sessionId":"'
-ATTACH_ID = -1  # the one message at the browser's root: negative, so the tap knows its answer
+FIRST_ID = -10_000  # the mux's ids count down from here (Playwright's only negative id is -9999)
+SERVER_ERROR = -32000
 
 
 class ChromiumError(Exception):
@@ -65,8 +66,13 @@ class Mux:
         self.bridges: set[Owner] = set()
         self.closed = False
         self.default_context_id = ""
-        self._calls: dict[int, asyncio.Future] = {}
-        self._ids = itertools.count(1)
+        # Every message the mux sends has an id of its own, negative (the tap's
+        # sign for the worker's: browser/tap.cjs) and below Playwright's one
+        # negative id (-9999): its answer comes back to the mux whichever
+        # session it went to, even as Chromium's answer at the root for a
+        # session that is gone. The handler of each answer, by that id:
+        self._waiting: dict[int, Callable[[str, int], None]] = {}
+        self._ids = itertools.count(FIRST_ID, -1)
         link.on_message = self._message
         link.on_close = self._closed
 
@@ -74,9 +80,7 @@ class Mux:
     async def open(cls, context: BrowserContext, link: Link) -> Mux:
         """A mux on the browser of `context` (a persistent context: its browser is the persona's), through `link`."""
         mux = cls(context, link)
-        attached = mux._calls[ATTACH_ID] = asyncio.get_running_loop().create_future()
-        link.send(json.dumps({"id": ATTACH_ID, "method": "Target.attachToBrowserTarget", "params": {}}))
-        mux.session = (await attached)["sessionId"]
+        mux.session = (await mux._call(None, "Target.attachToBrowserTarget", {}))["sessionId"]
         await mux.call("Target.setDiscoverTargets", {"discover": True})
         contexts = await mux.call("Target.getBrowserContexts")
         mux.default_context_id = contexts.get("defaultBrowserContextId", "")
@@ -84,28 +88,79 @@ class Mux:
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A browser-level call, awaited: its result, or ChromiumError."""
+        return await self._call(self.session, method, params or {})
+
+    async def _call(self, session_id: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.closed:
             raise ChromiumError("The browser went.")
-        call_id = next(self._ids)
-        answer = self._calls[call_id] = asyncio.get_running_loop().create_future()
-        self.link.send(json.dumps({"id": call_id, "method": method, "params": params or {}, "sessionId": self.session}))
+        answer = asyncio.get_running_loop().create_future()
+
+        def answered(text: str, _comma: int) -> None:
+            if not answer.done():
+                message = json.loads(text)
+                if "error" in message:
+                    answer.set_exception(ChromiumError(message["error"].get("message", "The call failed.")))
+                else:
+                    answer.set_result(message.get("result") or {})
+
+        self._send(session_id, method, params, answered)
         return await answer
 
-    def post(self, session_id: str, message: str, failed: Callable[[str], None]) -> None:
-        """Send `message` (a CDP message as text, without a session) into a
-        page's session now, so messages keep their order. `failed` hears
-        why when the session is gone already; Chromium answers the message
-        itself otherwise."""
-        if self.closed or session_id not in self.owners:
-            failed("Session with given id not found.")
-            return
-        self.link.send(f"{message[:-1]}{SESSION_TAIL}{session_id}\"}}")
+    def post(
+        self, session_id: str, call_id: int, method: str, params: dict[str, Any], answered: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Send a message into a page's session now, so messages keep their
+        order: False, and nothing sent, when the session is gone already.
+        Its answer, with `call_id` for its id and ending with the session's
+        id, goes to the session's owner (`from_target`), or to `answered`."""
+        owner = self.owners.get(session_id)
+        if self.closed or owner is None:
+            return False
+        to = answered or (lambda reply: owner.from_target(session_id, reply))
+        tail = f'{SESSION_TAIL}{session_id}"}}'
+
+        def relay(text: str, comma: int) -> None:
+            rest = text[comma:]
+            if not rest.endswith(tail):  # Chromium answers at the root for a session that went
+                rest = rest[:-1] + tail
+            to(f'{{"id":{call_id}{rest}')
+
+        self._send(session_id, method, params, relay)
+        return True
+
+    def _send(self, session_id: str | None, method: str, params: dict[str, Any], answered: Callable[[str, int], None]) -> None:
+        wire = next(self._ids)
+        self._waiting[wire] = answered
+        message = {"id": wire, "method": method, "params": params}
+        if session_id:
+            message["sessionId"] = session_id
+        self.link.send(json.dumps(message, separators=(",", ":")))
 
     async def attach(self, target_id: str, owner: Owner) -> str:
-        """Attach `target_id` as a flat session for `owner`: the session's id."""
-        attached = await self.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})
-        session_id = attached["sessionId"]
-        self.owners[session_id] = owner
+        """Attach `target_id` as a flat session for `owner`: the session's id.
+        The owner is set as the answer is read, before any later message of
+        the session (or its end) is routed."""
+        if self.closed:
+            raise ChromiumError("The browser went.")
+        attached = asyncio.get_running_loop().create_future()
+
+        def answered(text: str, _comma: int) -> None:
+            message = json.loads(text)
+            if "error" in message:
+                if not attached.done():
+                    attached.set_exception(ChromiumError(message["error"].get("message", "The target could not be attached.")))
+                return
+            session_id = message["result"]["sessionId"]
+            self.owners[session_id] = owner
+            if attached.done():  # the caller went meanwhile: nobody drives it
+                self.detach(session_id)
+            else:
+                attached.set_result(session_id)
+
+        self._send(self.session, "Target.attachToTarget", {"targetId": target_id, "flatten": True}, answered)
+        session_id = await attached
+        if self.owners.get(session_id) is not owner:
+            raise ChromiumError("The target went as it was attached.")
         return session_id
 
     def detach(self, session_id: str) -> None:
@@ -125,27 +180,23 @@ class Mux:
         exception here would end the link, so none leaves (a client's odd
         message stays that client's)."""
         try:
+            if text.startswith('{"id":-'):  # an answer to one of the mux's messages
+                comma = text.index(",", 6)
+                answered = self._waiting.pop(int(text[6:comma]), None)
+                if answered is not None:
+                    answered(text, comma)
+                return
             tail = text.rfind(SESSION_TAIL)
             session_id = text[tail + len(SESSION_TAIL):-2] if tail != -1 and text.endswith('"}') else ""
             owner = self.owners.get(session_id)
             if owner is not None:
                 owner.from_target(session_id, text)
-            elif session_id == self.session:  # the mux's own session, or its attach at the root
-                self._browser_message(json.loads(text))
+            elif session_id == self.session:
+                self._browser_event(json.loads(text))
         except Exception:
             log.exception("a CDP message could not be routed: %.80s", text)
 
-    def _browser_message(self, message: dict[str, Any]) -> None:
-        call_id = message.get("id")
-        if call_id is not None:
-            answer = self._calls.pop(call_id, None)
-            if answer is None or answer.done():
-                return
-            if "error" in message:
-                answer.set_exception(ChromiumError(message["error"].get("message", "The call failed.")))
-            else:
-                answer.set_result(message.get("result") or {})
-            return
+    def _browser_event(self, message: dict[str, Any]) -> None:
         method, params = message.get("method"), message.get("params") or {}
         if method == "Target.detachedFromTarget":
             owner = self.owners.pop(params.get("sessionId", ""), None)
@@ -159,12 +210,16 @@ class Mux:
                     log.exception("a CDP client's bridge failed on %s", method)
 
     def _closed(self) -> None:
-        """The browser went (stopped, recycled, or the worker stops)."""
+        """The browser went (stopped, recycled, or the worker stops): what
+        waits for an answer hears so."""
         self.closed = True
-        for answer in self._calls.values():
-            if not answer.done():
-                answer.set_exception(ChromiumError("The browser went."))
-        self._calls.clear()
+        waiting, self._waiting = self._waiting, {}
+        for wire, answered in waiting.items():
+            text = json.dumps({"id": wire, "error": {"code": SERVER_ERROR, "message": "The browser went."}}, separators=(",", ":"))
+            try:
+                answered(text, text.index(","))
+            except Exception:
+                log.exception("a CDP answer could not be given at the browser's end")
         for bridge in list(self.bridges):
             bridge.browser_gone()
         self.bridges.clear()
