@@ -80,7 +80,7 @@ class Mux:
     async def open(cls, context: BrowserContext, link: Link) -> Mux:
         """A mux on the browser of `context` (a persistent context: its browser is the persona's), through `link`."""
         mux = cls(context, link)
-        mux.session = (await mux._call(None, "Target.attachToBrowserTarget", {}))["sessionId"]
+        mux.session = (await mux.ask(None, "Target.attachToBrowserTarget", {}))["sessionId"]
         await mux.call("Target.setDiscoverTargets", {"discover": True})
         contexts = await mux.call("Target.getBrowserContexts")
         mux.default_context_id = contexts.get("defaultBrowserContextId", "")
@@ -88,9 +88,10 @@ class Mux:
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A browser-level call, awaited: its result, or ChromiumError."""
-        return await self._call(self.session, method, params or {})
+        return await self.ask(self.session, method, params or {})
 
-    async def _call(self, session_id: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, session_id: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A call into `session_id` (None: the browser's root), awaited: its result, or ChromiumError."""
         if self.closed:
             raise ChromiumError("The browser went.")
         answer = asyncio.get_running_loop().create_future()
