@@ -73,6 +73,7 @@ def clear_driver_tap() -> None:
     if "NODE_OPTIONS" in os.environ:
         os.environ["NODE_OPTIONS"] = os.environ["NODE_OPTIONS"].replace(TAP_OPTION, "").strip()
 
+
 # BROWSER_REFUSE_PRIVATE (browser/egress.py): beside the egress proxy, which
 # carries every connection the browser makes over TCP, nothing goes out
 # another way. WebRTC's UDP never goes through a proxy, so it is not sent;

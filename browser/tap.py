@@ -47,9 +47,13 @@ class TapUnavailable(RuntimeError):
 
 
 class Link(asyncio.Protocol):
-    """One driver's tap: messages to and from Chromium's pipe, NUL-ended."""
+    """One driver's tap: messages to and from Chromium's pipe, NUL-ended.
+    With `taken`, a connection accepted on the tap's socket: it is a link
+    (and `taken` hears of it) only once its peer proves to be this process's
+    driver; any other is closed at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, taken: Callable[[Link], None] | None = None) -> None:
+        self.taken = taken
         self.transport: asyncio.Transport | None = None
         self.on_message: Callable[[str], None] = lambda text: None
         self.on_close: Callable[[], None] = lambda: None
@@ -58,6 +62,15 @@ class Link(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.taken is None:
+            return
+        peer = _peer_pid(transport.get_extra_info("socket"))
+        if peer is None or parent_pid(peer) != os.getpid() or DRIVER_COMMAND not in command_line(peer):
+            log.warning("a process (pid %s) that is not this worker's driver connected to the tap; refused", peer)
+            self.closed = True
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self.taken(self)
 
     def data_received(self, data: bytes) -> None:
         end = data.find(b"\0")
@@ -99,31 +112,26 @@ class DriverTap:
         self.folder: Path | None = None
         self._server: asyncio.AbstractServer | None = None
         self._link: Link | None = None
-        self._linked: asyncio.Event | None = None
+        self._linked = asyncio.Event()
 
     async def open(self) -> str:
         """Listen (once): the socket's path, for the driver's environment."""
         if self._server is None:
             self.folder = Path(tempfile.mkdtemp(prefix="penelope-tap-"))  # 0700: only this user enters
-            self._linked = asyncio.Event()
             self._server = await asyncio.get_running_loop().create_unix_server(
-                self._accept, str(self.folder / "tap.sock")
+                lambda: Link(taken=self._take), str(self.folder / "tap.sock")
             )
         return str(self.folder / "tap.sock")
-
-    def _accept(self) -> Link:
-        return _Accepted(self)
 
     def _take(self, link: Link) -> None:
         if self._link is not None and not self._link.closed:
             self._link.close()  # a driver of a browser that no longer runs
         self._link = link
-        assert self._linked is not None
         self._linked.set()
 
     async def link(self, timeout_s: float) -> Link:
         """The link of the browser that runs now, waiting up to `timeout_s` for its driver to connect."""
-        if self._linked is None:
+        if self._server is None:
             raise TapUnavailable("The browser was launched without the driver tap.")
         try:
             async with asyncio.timeout(timeout_s):
@@ -143,24 +151,6 @@ class DriverTap:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
-
-
-class _Accepted(Link):
-    """A connection to the tap's socket: a link once its peer proves to be this process's child."""
-
-    def __init__(self, tap: DriverTap) -> None:
-        super().__init__()
-        self.tap = tap
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        peer = _peer_pid(transport.get_extra_info("socket"))
-        if peer is None or parent_pid(peer) != os.getpid() or DRIVER_COMMAND not in command_line(peer):
-            log.warning("a process (pid %s) that is not this worker's driver connected to the tap; refused", peer)
-            self.closed = True
-            transport.abort()  # type: ignore[attr-defined]
-            return
-        self.tap._take(self)
 
 
 def _peer_pid(sock: socket.socket | None) -> int | None:

@@ -290,14 +290,16 @@ class Bridge(Targets):
             self.budget.free_tab(page)
         self.own_tabs.clear()
 
+
 def _dropped(_reply: str) -> None:
     """The answer to a message of the bridge's own: nobody waits for it."""
 
 
 def _refused(reply: str, failed: Callable[[str], None]) -> None:
     """An envelope's answer: `failed` hears Chromium's words when it is an error."""
-    if '"error"' in reply:
-        failed((json.loads(reply).get("error") or {}).get("message", "The session is gone."))
+    error = json.loads(reply).get("error")
+    if error is not None:
+        failed(error.get("message", "The session is gone."))
 
 
 def _id_of(text: str) -> int:

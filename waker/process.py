@@ -32,7 +32,6 @@ PERSONAL_ENV = (
 LOG_TAIL_BYTES = 4000
 
 
-
 class StartFailed(Exception):
     """A worker that would not start, and one sentence on why."""
 

@@ -23,9 +23,9 @@ from playwright.async_api import async_playwright
 from websockets.sync.client import connect
 
 from bench.report import Plan, Report, Row, ms
-from browser.flags import set_driver_options
+from browser.flags import clear_driver_tap, set_driver_options
 from browser.launch import SYSTEM_CHROMIUM_NAMES
-from browser.tap import SOCKET_ENV, DriverTap
+from browser.tap import DriverTap
 from core.seams import send_cdp
 from harness.worker import WorkerProcess, free_port
 
@@ -98,11 +98,11 @@ async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float
     loaded), with a port beside it for the direct reference: a
     `Runtime.evaluate` through the tap, as the mux sends a client's, and the
     same through Playwright's driver protocol, as it sent them before."""
-    kept = {name: os.environ.get(name) for name in ("NODE_OPTIONS", SOCKET_ENV)}
     tap = DriverTap()
     set_driver_options(await tap.open())
     try:
         async with async_playwright() as playwright:
+            clear_driver_tap()
             browser = await playwright.chromium.launch(
                 executable_path=executable, args=["--no-sandbox", f"--remote-debugging-port={port}"]
             )
@@ -121,12 +121,8 @@ async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float
             straight = await asyncio.to_thread(bare_steps, direct, target, count)
             await browser.close()
     finally:
+        clear_driver_tap()
         await tap.close()
-        for name, value in kept.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return tapped, piped, straight
 
 
