@@ -3,7 +3,7 @@
 A page is taken for a plain call or a primitive (by name or on `any`), a
 job that starts at once, a queued job's turn (by name or on `any`), a retry
 after its back-off, a job resumed after a restart, and so a schedule's fire
-(which starts a job). Each taker is a `Waiter` (browser/line.py): `join`
+(which starts a job). Each taker is a `Waiter` (browser/pages.py): `join`
 takes its place now and never suspends, so a queued job's 202 knows its
 position; `wait` waits for its turn, up to a deadline or until a cancel;
 `acquire` does both. The `Claim` it answers is let go by `release`, once.
@@ -45,13 +45,12 @@ from typing import Protocol
 
 from django.conf import settings
 
-from browser.line import Line, Waiter
-from browser.pages import Claim, ManagedPage
+from browser.pages import Claim, Line, ManagedPage, Waiter
 from browser.pool import next_pool_name
 from core.errors import LeaseRequired, PageBusy, PageNotOpen
 from core.events import Event
 from core.routes import ANY
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 log = logging.getLogger("penelope.pages")
 

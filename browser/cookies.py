@@ -12,7 +12,7 @@ from typing import Any
 from playwright.async_api import BrowserContext
 
 from core.api import error_line
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 log = logging.getLogger("penelope.browser")
 

@@ -1,4 +1,5 @@
-"""Named pages (browser tabs), their one-at-a-time lock and their leases.
+"""Named pages (browser tabs), their one-at-a-time lock, their lines of
+waiters and their leases.
 
 Everything here lives in memory and on the event loop. A page knows a job only
 as the id that holds it. Each change a client can see (busy, idle, leased,
@@ -7,21 +8,29 @@ released, crashed) is published on the event bus (core/events.py).
 A page outlives its tab: a tab whose renderer crashed, or that went with a
 browser that stopped, is replaced under the same name before the page's next
 call, and the page's lease, waiters and name are kept. The call in hand when
-the tab went answers 502 (`run_claimed` in plugins/calls.py compares the
+the tab went answers 502 (`run_claimed` in plugins/running.py compares the
 page's `tab_generation` before and after it).
+
+A line of waiters (`Line`) is kept for each page, and one for `any`. A
+waiter is anyone who takes a page through the broker (browser/broker.py): a
+plain call within its PAGE_WAIT_S, a queued job, a retry, a job resumed
+after a restart. The line orders them by priority (highest first), then
+arrival; plain calls wait at priority 0. The broker hands a page to the
+first waiter still waiting, by setting its future to the page.
 """
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import logging
 import re
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from browser.line import Line
 from browser.tabs import url_of
 from core import metrics
 from core.errors import InvalidPageId, LeaseRequired, PageBusy
@@ -36,6 +45,73 @@ log = logging.getLogger("penelope.pages")
 
 PAGE_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 MAIN_PAGE = "main"
+
+
+@dataclass(eq=False)
+class Waiter:
+    """One place in a line. Its future is set to the page once the page is
+    handed to it (the page is then held for it), or to the error that ends
+    its wait (its page closed); it is cancelled when the waiter leaves."""
+
+    target: str  # a page's name, or "any"
+    rank: tuple[int, int]  # (-priority, arrival)
+    future: asyncio.Future[Any]
+    job_id: str | None = None
+    lease_id: str | None = None
+    lease: Any = None  # the page's Lease (below) it waits under, kept alive meanwhile
+
+    def __lt__(self, other: Waiter) -> bool:
+        return self.rank < other.rank
+
+    @property
+    def waiting(self) -> bool:
+        return not self.future.done()
+
+    @property
+    def handed(self) -> bool:
+        """A page was handed to it (and it holds the page until it claims or leaves)."""
+        return self.future.done() and not self.future.cancelled() and self.future.exception() is None
+
+
+@dataclass
+class Line:
+    """Waiters in order: highest priority first, then arrival."""
+
+    waiters: list[Waiter] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.waiters)
+
+    def push(self, waiter: Waiter) -> None:
+        heapq.heappush(self.waiters, waiter)
+
+    def pop(self) -> Waiter | None:
+        """The first waiter still waiting, taken out of the line."""
+        while self.waiters:
+            waiter = heapq.heappop(self.waiters)
+            if waiter.waiting:
+                return waiter
+        return None
+
+    def remove(self, waiter: Waiter) -> None:
+        try:
+            self.waiters.remove(waiter)
+        except ValueError:
+            return
+        heapq.heapify(self.waiters)
+
+    def position(self, job_id: str) -> int | None:
+        """A job's place in the line, from 1 (the next to take a page), or None."""
+        for place, waiter in enumerate(sorted(self.waiters), start=1):
+            if waiter.job_id == job_id:
+                return place
+        return None
+
+    def jobs_waiting(self) -> int:
+        return sum(1 for waiter in self.waiters if waiter.job_id is not None)
+
+    def calls_waiting(self) -> int:
+        return sum(1 for waiter in self.waiters if waiter.job_id is None)
 
 
 
@@ -123,7 +199,7 @@ class ManagedPage:
     opening: bool = False
     # Where the tab was when the browser went, for `reopened`.
     lost_url: str = ""
-    # Ends the call in hand when its tab is lost (set by plugins.calls.run_claimed).
+    # Ends the call in hand when its tab is lost (set by plugins.running.run_claimed).
     on_tab_lost: Callable[[], None] | None = None
     # When a call or a job last let it go (time.monotonic()): idle pool pages close.
     last_used: float = field(default_factory=time.monotonic)

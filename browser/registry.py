@@ -17,8 +17,7 @@ from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
 from core.events import Bus
-from core.runtime import runtime_of
-from core.tasks import Tasks
+from core.runtime import Tasks, runtime_of
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page

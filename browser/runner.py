@@ -27,7 +27,7 @@ from browser.upstream import Upstream
 from core import metrics
 from core.api import error_line
 from core.events import Bus, Event
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 log = logging.getLogger("penelope.browser")
 

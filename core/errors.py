@@ -3,7 +3,7 @@
 `Refusal` is the one base: one sentence for whoever asked (`message`), the
 page it concerns, and whether it may pass by itself (`transient`: a time
 limit, a browser or a service down). `transient` is all a retry asks
-(jobs/retries.py); the status it becomes is chosen only at the edge. Code
+(jobs/options.py); the status it becomes is chosen only at the edge. Code
 that turns a refusal into an answer catches `Refusal`, whatever raised it.
 
 Two kinds of refusal:

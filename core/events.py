@@ -32,7 +32,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from core import metrics
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 log = logging.getLogger("penelope.events")
 

@@ -30,7 +30,7 @@ from core.auth import signing_key
 from core.db_thread import on_db_thread, persist
 from core.events import Bus, Event
 from core.redaction import url_for_log
-from core.tasks import Tasks
+from core.runtime import Tasks
 from core.tracker import Tracker
 from jobs import claims
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from core.auth import signing_key
 from core.events import Event
-from core.tasks import Tasks
+from core.runtime import Tasks
 from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.delivery import USER_AGENT, classify, url_for_log, webhook_client
 from jobs.models import DeliveryAttempt, Job

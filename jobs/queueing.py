@@ -1,7 +1,7 @@
 """Jobs that wait for their page (X-Queue-Timeout): the room left in a
 page's queue, and one queued job's wait for its turn.
 
-A queued job waits in the page's own line (browser/line.py), beside the
+A queued job waits in the page's own line (`Line`, browser/pages.py), beside the
 plain calls waiting their PAGE_WAIT_S, so the release of the page hands it
 to the next in line at once. The job runner (jobs/runner.py) owns the
 queued jobs as it owns the running ones; this module holds what it needs to
@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from browser.broker import WaitCancelled
-from browser.line import Waiter
-from browser.pages import Claim, ManagedPage
+from browser.pages import Claim, ManagedPage, Waiter
 from browser.registry import PageRegistry
 from core.errors import Cancelled, DomainError, PageNotOpen, QueueFull, QueueTimedOut
 from core.routes import ANY

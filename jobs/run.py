@@ -1,5 +1,6 @@
-"""One job's run on this worker: its plugin on the claimed page, a client's
-cancel beside it, and its end stored whatever happens.
+"""One job's run on this worker: its plugin on the claimed page, its
+progress relayed, a client's cancel beside it, and its end stored whatever
+happens.
 
 `JobRun.execute` is the whole of it, from the plugin's start to the end in
 the store; the job runner (jobs/runner.py) starts it, and hears of the end
@@ -25,16 +26,14 @@ from core.api import first_line, refusal
 from core.db_thread import persist
 from core.errors import ActionFailed, Cancelled, QueueTimedOut, Refusal
 from core.events import Bus
-from core.tasks import Tasks
+from core.runtime import Tasks
 from jobs.models import Job, webhook_window
-from jobs.progress import ProgressRelay
-from jobs.retries import transient
+from jobs.options import transient
 from jobs.services import end_job, requeue_job
 from live.human import Questions
 from plugins import debug
-from plugins.calls import run_claimed
 from plugins.framework import Action, Context
-from plugins.running import Outcome
+from plugins.running import Outcome, run_claimed
 
 log = logging.getLogger("penelope.jobs")
 
@@ -241,3 +240,46 @@ async def store_end(
     except Exception:
         log.exception("%s could not be stored as a 500 either; it stays running until the next start", what)
         return None
+
+
+# About ten progress events a second per job, whatever the plugin reports.
+PROGRESS_EVERY_S = 0.1
+
+
+class ProgressRelay:
+    """A running job's progress: the plugin's last report, kept in memory and
+    passed on to the event bus at most every PROGRESS_EVERY_S.
+
+    A plugin may report as often as it likes (each report costs a dict and, at
+    most once per interval, a timer): the newest report always reaches the
+    bus, the ones in between are folded into it. Polls read the newest report
+    at once."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self.send = send
+        self.last: dict[str, Any] | None = None
+        self._sent_at = float("-inf")  # time.monotonic() of the last send
+        self._timer: asyncio.TimerHandle | None = None
+
+    def report(self, note: dict[str, Any]) -> None:
+        """A report from the plugin (the context validated it)."""
+        self.last = note
+        if self._timer is not None:
+            return  # a send is already due; it takes this report
+        wait = self._sent_at + PROGRESS_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self._flush()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        self._sent_at = time.monotonic()
+        if self.last is not None:
+            self.send(self.last)
+
+    def close(self) -> None:
+        """The job ended: its end carries the last report, so nothing more is sent."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -29,8 +29,7 @@ from core.db_thread import BATCH_ROWS, adrain, drain
 from core.errors import Interrupted, JobsFull, JobStillRunning, NoSuchJob
 from core.routes import ANY
 from jobs.models import DeliveryAttempt, Job
-from jobs.options import JobOptions
-from jobs.retries import back_off_s, wait_in_line_s
+from jobs.options import JobOptions, back_off_s, wait_in_line_s
 from jobs.selectors import count_held, find_live_job
 from media_store import store as media
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
 
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 if TYPE_CHECKING:
     from playwright.async_api import CDPSession, Page

@@ -18,11 +18,10 @@ from rest_framework import serializers
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
-from core.runtime import runtime_of
+from core.runtime import Tasks, runtime_of
 from core.schema import operation
 from core.seams import close_with
 from core.shapes import Success
-from core.tasks import Tasks
 from media_store import store, uploads
 from media_store.models import MediaFile
 

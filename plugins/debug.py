@@ -31,7 +31,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.api import ApiError, first_line
 from core.errors import Refusal
-from core.tasks import Tasks
+from core.runtime import Tasks
 from plugins.scrub import scrubbed
 
 log = logging.getLogger("penelope.plugins")

@@ -213,7 +213,7 @@ class Context:
     # A job's run holds its files from the moment they are stored.
     media_holder: str | None = None
     media_held_until: float | None = None
-    # Where a job's progress reports go (jobs/progress.py); a plain call keeps none.
+    # Where a job's progress reports go (`ProgressRelay`, jobs/run.py); a plain call keeps none.
     on_progress: Callable[[dict[str, Any]], None] | None = None
     # How a job's plugin asks a person on its page (live/human.py), given by
     # the job; a plain call has none, and cannot ask.

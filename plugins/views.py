@@ -25,9 +25,9 @@ from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, DescribedByView, operation, x_lease
 from core.shapes import ErrorEnvelope, PageSuccess
 from plugins import debug
-from plugins.calls import run_anywhere, run_plain
 from plugins.framework import Action, families, find_action
 from plugins.primitives import primitives
+from plugins.running import run_anywhere, run_plain
 
 
 class JobStarter(Protocol):

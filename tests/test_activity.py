@@ -19,8 +19,7 @@ from django.contrib.auth.models import User
 from activity import log as request_log
 from activity.models import RequestLogEntry
 from activity.views import ActivityView
-from browser.line import Waiter
-from browser.pages import ManagedPage
+from browser.pages import ManagedPage, Waiter
 from browser.purge import skip_reason
 from harness.worker import WorkerProcess, wait_until
 

@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from browser.broker import WaitCancelled
-from browser.line import Waiter
-from browser.pages import Claim
+from browser.pages import Claim, Waiter
 from core.errors import LeaseRequired, PageNotOpen
 from core.routes import ANY
 from tests.support.broker_pages import Pages

@@ -14,8 +14,7 @@ from django.test import RequestFactory
 from core import errors
 from core.api import STATUS_OF, ApiError, status_of
 from core.rest import envelope_handler
-from jobs.options import PRIORITY_HEADER, RETRY_HEADER, TTL_HEADER, parse_options
-from jobs.retries import transient
+from jobs.options import PRIORITY_HEADER, RETRY_HEADER, TTL_HEADER, parse_options, transient
 from plugins.framework import Context, Family, PluginError
 from plugins.running import run_action
 

@@ -14,8 +14,7 @@ import pytest
 from core.routes import ANY
 from jobs import services
 from jobs.models import Job
-from jobs.options import MAX_QUEUE_TIMEOUT_S, JobOptions
-from jobs.retries import back_off_s, transient
+from jobs.options import MAX_QUEUE_TIMEOUT_S, JobOptions, back_off_s, transient
 from jobs.shapes import job_body
 from plugins.running import Outcome
 

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from browser.broker import Broker
 from browser.pages import ManagedPage
-from core.tasks import Tasks
+from core.runtime import Tasks
 
 
 class Pages:
