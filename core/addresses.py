@@ -1,6 +1,6 @@
 """Which addresses are the host's own: loopback, private, link-local, shared,
 reserved, multicast, a cloud's metadata service, and IPv6 that embeds any of
-those. The webhook guard (jobs/callback_guard.py) and the browser's
+those. The webhook guard (jobs/webhooks.py) and the browser's
 (browser/egress.py) refuse them."""
 
 from __future__ import annotations

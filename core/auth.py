@@ -8,21 +8,38 @@ anything. A read key (PENELOPE_READ_KEYS) may read: polls and long-polls,
 the job list, pages, events, metrics, media links, activity, workload and
 the schema; a start, a call, a cancel, a lease, a page change or a
 schedule's change answers 403, naming what was refused. A dashboard or a
-monitor then never holds a key that can point webhooks anywhere."""
+monitor then never holds a key that can point webhooks anywhere.
+
+The admin signs in the other way: with Django's session, CSRF,
+authentication and messages middleware, which run for the admin alone
+(`AdminOnly`). They are sync middleware: each one run on an async request is
+a hop to a thread and back. The API (a bearer key, no cookies) needs none of
+them, so `AdminOnly` runs the chain in ADMIN_MIDDLEWARE for paths under
+ADMIN_PREFIX and hands every other request straight on. CSRF's view check,
+which Django runs between URL resolution and the view, is forwarded for
+admin paths too. Paths are matched on `path_info`, the path below the root
+path: through the waker the admin's `request.path` is
+`/w/{persona}/admin/...` (its root path, penelope_site/asgi.py), and URLs
+are resolved on `path_info` too, so the chain runs for exactly the requests
+the admin's views answer. Running Django middleware outside Django's handler
+is a framework seam (core/seams/, `MiddlewareChain`)."""
 
 from __future__ import annotations
 
 import hmac
 from typing import Any
 
+from asgiref.sync import markcoroutinefunction
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBase
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from core.seams import django_request_of
+from core.db_thread import admin_request
+from core.seams import MiddlewareChain, django_request_of
 
+ADMIN_PREFIX = "/admin/"
 REALM = 'Bearer realm="penelope"'
 KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
 # A read key's 403 for a request whose view does not say what it does.
@@ -132,3 +149,27 @@ class HasKey(BasePermission):
             what_it_does = getattr(view, "what_it_does", None)
             raise PermissionDenied(read_only(what_it_does(request) if what_it_does is not None else None))
         return True
+
+
+class AdminOnly:
+    async_capable = True
+    sync_capable = False
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.admin = MiddlewareChain(settings.ADMIN_MIDDLEWARE, get_response)
+        markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if request.path_info.startswith(ADMIN_PREFIX):
+            marked = admin_request.set(True)  # its database connections are expected (core/db_thread.py)
+            try:
+                return await self.admin(request)
+            finally:
+                admin_request.reset(marked)
+        return await self.get_response(request)
+
+    async def process_view(self, request: HttpRequest, view: Any, args: tuple, kwargs: dict) -> HttpResponseBase | None:
+        if not request.path_info.startswith(ADMIN_PREFIX):
+            return None
+        return await self.admin.process_view(request, view, args, kwargs)

@@ -129,7 +129,7 @@ async def adrain(step: Callable[..., int], *args: Any, full: int = BATCH_ROWS) -
             return total
 
 
-# True while an admin page is served (core.middleware.AdminOnly sets it; it
+# True while an admin page is served (core.auth.AdminOnly sets it; it
 # follows the request into the thread where Django runs the admin's views).
 admin_request: contextvars.ContextVar[bool] = contextvars.ContextVar("penelope_admin_request", default=False)
 

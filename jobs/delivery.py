@@ -33,11 +33,10 @@ from core.redaction import url_for_log
 from core.runtime import Tasks
 from core.tracker import Tracker
 from jobs import claims
-from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.models import DeliveryAttempt, Job, webhook_window
 from jobs.selectors import seconds_until_next_attempt
 from jobs.shapes import job_body
-from jobs.signing import sign, standard_headers
+from jobs.webhooks import CallbackRefused, CallbackUnresolved, pinned_request, sign, standard_headers
 from media_store import store as media
 
 log = logging.getLogger("penelope.webhooks")

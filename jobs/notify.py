@@ -23,11 +23,10 @@ from django.conf import settings
 from core.auth import signing_key
 from core.events import Event
 from core.runtime import Tasks
-from jobs.callback_guard import CallbackRefused, CallbackUnresolved, pinned_request
 from jobs.delivery import USER_AGENT, classify, url_for_log, webhook_client
 from jobs.models import DeliveryAttempt, Job
 from jobs.shapes import job_body
-from jobs.signing import sign, standard_headers
+from jobs.webhooks import CallbackRefused, CallbackUnresolved, pinned_request, sign, standard_headers
 
 log = logging.getLogger("penelope.jobs")
 

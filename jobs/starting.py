@@ -18,7 +18,6 @@ from browser.pages import ManagedPage
 from core.errors import BadJobHeader
 from core.rest import answer
 from core.runtime import runtime_of
-from jobs.callback_guard import submit_refusal
 from jobs.models import Job
 from jobs.options import (
     BACKOFF_HEADER,
@@ -41,6 +40,7 @@ from jobs.options import (
 )
 from jobs.runner import JobRunner
 from jobs.shapes import JobAccepted, JobPoll, queue_place
+from jobs.webhooks import submit_refusal
 from plugins.framework import Action
 
 

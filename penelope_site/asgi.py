@@ -24,7 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from cdp.sockets import cdp_socket  # noqa: E402
-from core.middleware import ADMIN_PREFIX  # noqa: E402
+from core.auth import ADMIN_PREFIX  # noqa: E402
 from core.runtime import with_runtime  # noqa: E402
 from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402

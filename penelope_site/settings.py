@@ -296,10 +296,10 @@ INSTALLED_APPS = [
 ]
 
 # Every request runs only async-native middleware; the admin's own chain
-# (ADMIN_MIDDLEWARE) runs for /admin/ alone (core/middleware.py).
+# (ADMIN_MIDDLEWARE) runs for /admin/ alone (core/auth.py, `AdminOnly`).
 MIDDLEWARE = [
     "activity.middleware.ApiAccountingMiddleware",
-    "core.middleware.AdminOnly",
+    "core.auth.AdminOnly",
 ]
 ADMIN_MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -310,7 +310,7 @@ ADMIN_MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 # The admin's checks look for its middleware in MIDDLEWARE; it is in
-# ADMIN_MIDDLEWARE, run by core.middleware.AdminOnly for /admin/.
+# ADMIN_MIDDLEWARE, run by core.auth.AdminOnly for /admin/.
 SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
 ROOT_URLCONF = "penelope_site.urls"

@@ -23,7 +23,6 @@ from browser.pages import validate_page_id
 from core.errors import BadJobHeader, InvalidPageId, InvalidSchedule
 from core.rest import describe_errors
 from core.routes import ANY
-from jobs.callback_guard import submit_refusal
 from jobs.options import (
     BACKOFF_HEADER,
     MAX_BACKOFF_S,
@@ -37,6 +36,7 @@ from jobs.options import (
     parse_ttl,
     plain_seconds,
 )
+from jobs.webhooks import submit_refusal
 from plugins import declared
 from plugins.framework import find_action
 from schedules import timing

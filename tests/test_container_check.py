@@ -116,7 +116,7 @@ def test_the_export_becomes_kinds_podman_plays():
 
 
 def test_the_checks_receiver_takes_the_workers_signature_and_refuses_a_changed_body():
-    from jobs.signing import new_secret, standard_headers
+    from jobs.webhooks import new_secret, standard_headers
 
     check_client = load("check_client")
     secret = new_secret()

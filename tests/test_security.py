@@ -11,7 +11,7 @@ import pytest
 
 from harness.receiver import Receiver
 from harness.worker import WorkerProcess, free_port, wait_until
-from jobs.callback_guard import refused_address
+from jobs.webhooks import refused_address
 from tests.test_jobs import ended, started
 
 

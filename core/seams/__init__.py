@@ -9,8 +9,8 @@ upstream version can change what it relies on without a word.
 `tests/test_seams.py` (pieces 16 to 19: tests/test_seams_sockets.py) has one test per piece that checks the upstream
 behaviour itself, so a version bump that changes it fails there first, and
 tests/test_layout.py fails when a private name of those frameworks is used
-outside this package. The pieces live in its modules: `handler` (1, 2, 5,
-9), `rest` (3, 4, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8,
+outside this package. The pieces live in its modules: `handler` (1 to 5,
+9, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8,
 13) and `browser` (15, 17), with piece 18 in Node, browser/tap.cjs; each is imported here under its own name. Written against Django
 5.2.19, djangorestframework 3.18.3, adrf 0.1.14 and daphne 4.2.3 (pinned in
 requirements/base.txt), and their dependencies as installed with them:
@@ -78,7 +78,7 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
    `django.core.handlers.base.BaseHandler.load_middleware` builds and what
    `_get_response_async` does with it (Django 5.2.19): it chains the classes
    itself and forwards their `process_view` hooks (CSRF's) through
-   `sync_to_async`, so `core.middleware.AdminOnly` can run them for /admin/
+   `sync_to_async`, so `core.auth.AdminOnly` can run them for /admin/
    alone. Gain, docs/BENCHMARKS.md "Before and after issue 11 (py-spy)", row
    "the admin's six `MiddlewareMixin` middlewares": about 9 % of the
    worker's samples on an API request before, none after.
@@ -249,15 +249,17 @@ from __future__ import annotations
 from core.seams.browser import download_file_of, on_cdp_events, send_cdp
 from core.seams.handler import (
     THREADLESS_PREFIX,
+    InlineDispatch,
     MiddlewareChain,
     ThreadlessApiHandler,
+    WholeBodyRequest,
     close_old_connections_off_loop,
     close_with,
+    django_request_of,
     keep_request_started_off_api,
     request_started_outside_api,
 )
 from core.seams.orm import insert_row, take_saved_row
-from core.seams.rest import InlineDispatch, WholeBodyRequest, django_request_of
 from core.seams.server import (
     STREAMED_HEADER,
     BodySink,

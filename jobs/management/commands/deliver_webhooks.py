@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.loops import run_until_signalled
 from jobs.delivery import Deliverer, webhook_client
-from jobs.signing import BadSecret, signers
+from jobs.webhooks import BadSecret, signers
 
 
 class Command(BaseCommand):

@@ -21,7 +21,7 @@ from core import store_lock
 from core.db_thread import on_db_thread, watch_connections
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
 from core.start_clock import StartClock
-from jobs.signing import BadSecret, new_secret, signers
+from jobs.webhooks import BadSecret, new_secret, signers
 from media_store import uploads
 from penelope_site.settings import secret_key_from, tighten_store
 
