@@ -10,7 +10,7 @@ from console import auth
 from console.auth import Visitor
 from console.fleet import current_fleet
 from console.search import SearchInvalid, searched
-from core.envelope import json_response
+from core.api import json_response
 from waker.api import REALM, WakerError, error_response
 
 

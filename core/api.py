@@ -11,15 +11,30 @@ plugin's `PluginError`. Neither is a `DomainError`, and a `PluginError` is
 no `ApiError`: a handler of the HTTP layer's errors never catches a plugin's.
 Such an error says nothing more than its status, so the status says whether
 it may pass (`MAY_PASS`), unless its raiser said otherwise.
+
+The API's JSON in and out is here too, for the worker (core/rest.py) and
+the waker (waker/api.py) alike: the body as a JSON object
+(`read_json_object`), the bytes of an answer (`json_bytes`), and the error
+envelope `{"success": false, "error": ..., "page_id": ...}`
+(`error_response`). The waker imports this module, so it imports no DRF
+view, no database thread and reads no worker setting (tests/test_waker.py
+checks what the waker loads).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from rest_framework.renderers import JSONRenderer
 
 from core import errors
 
 API_PREFIX = "/api/v1/"
+# What a 401 names in WWW-Authenticate: the worker's keys.
+REALM = 'Bearer realm="penelope"'
 
 # The statuses that say "this may pass by itself" when a status is all an
 # error says: a time limit, a site or a browser failing, a service down, an
@@ -120,3 +135,95 @@ def error_line(error: BaseException) -> str:
 
 def internal_error(page_id: str | None = None) -> ApiError:
     return ApiError(500, "The worker hit an unexpected error; the details are in its log.", page_id)
+
+
+# --- the JSON in and out ------------------------------------------------------------------
+
+# JSON's whitespace (RFC 8259): what may surround a value, and all an empty body holds.
+JSON_WHITESPACE = b" \t\n\r"
+
+
+def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[str, Any]:
+    """The request's body as a JSON object, whatever its Content-Type: empty
+    (no bytes, or JSON's whitespace only: `-d $'\\n'` is no parameters) is
+    `{}`, anything else that is not JSON 422, anything but an object 400, an
+    object that names a key twice (at any depth) 400,
+    past DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`,
+    "worker" or "waker")."""
+    try:
+        # Django's `body` enforces the size limit, with or without a Content-Length.
+        raw = request.body
+    except RequestDataTooBig:
+        raise ApiError(413, f"The request body is larger than the {server} accepts.") from None
+    if not raw.strip(JSON_WHITESPACE):
+        return {}
+    try:
+        data = json.loads(raw, object_pairs_hook=object_without_repeats)
+    except RepeatedKey as repeated:
+        raise ApiError(
+            400, f"The request body names '{repeated.name[:64]}' twice in one object; send each key once."
+        ) from None
+    except (ValueError, RecursionError):
+        raise ApiError(422, "The request body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    return data
+
+
+class RepeatedKey(Exception):  # noqa: N818 - not an error of the code, a request's fault
+    """A JSON object of the body names a key twice: JSON's parser keeps the
+    last value without a word, so `{"handle": "ghost", "handle": "alice"}`
+    would run as alice."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def object_without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`' object_pairs_hook: the object, or RepeatedKey."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise RepeatedKey(name)
+            seen.add(name)
+    return made
+
+
+class AnswerJson(JSONRenderer):
+    """DRF's JSON renderer as every answer has always been written: compact;
+    strict, so NaN and Infinity (not JSON) raise here, a 500 with the
+    envelope, instead of going out as a body no client parses; non-ASCII
+    escaped. Fixed here rather than read from REST_FRAMEWORK, so the waker,
+    which has no DRF settings, writes the same bytes."""
+
+    compact = True
+    strict = True
+    ensure_ascii = True
+
+
+_renderer = AnswerJson()
+
+
+def json_bytes(body: dict[str, Any]) -> bytes:
+    """`body` as the bytes of an answer."""
+    return _renderer.render(body)
+
+
+def json_response(body: dict[str, Any], status: int = 200) -> HttpResponse:
+    content = json_bytes(body)
+    response = HttpResponse(content, status=status, content_type="application/json")
+    response["Content-Length"] = str(len(content))
+    return response
+
+
+def error_response(error: ApiError, realm: str = REALM) -> HttpResponse:
+    """The envelope for `error` (as `core.shapes.ErrorEnvelope` describes it:
+    tests/test_envelope.py holds the two together); a 401 names `realm` in
+    WWW-Authenticate."""
+    response = json_response(error.envelope(), error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = realm
+    return response

@@ -36,11 +36,11 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from core.api import REALM
 from core.db_thread import admin_request
 from core.seams import MiddlewareChain, django_request_of
 
 ADMIN_PREFIX = "/admin/"
-REALM = 'Bearer realm="penelope"'
 KEY_REQUIRED = "A valid key is required: send Authorization: Bearer <PENELOPE_KEY>."
 # A read key's 403 for a request whose view does not say what it does.
 READ_ONLY = (

@@ -13,7 +13,7 @@ and DRF's own code, so it lives with the project's other framework seams
 - Every failure, from any layer, becomes the envelope in `envelope_handler`,
   the project's one DRF exception handler: no view builds an error itself.
 
-The body parser, the renderer and the envelope are core/envelope.py's,
+The body parser, the renderer and the envelope are core/api.py's,
 which the waker uses too.
 """
 
@@ -31,9 +31,8 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
-from core.api import ApiError, internal_error, refusal
+from core.api import ApiError, error_response, internal_error, json_response, read_json_object, refusal
 from core.auth import KEY_REQUIRED, BearerKey, HasKey
-from core.envelope import error_response, json_response, read_json_object
 from core.errors import QueueFull, Refusal
 from core.seams import InlineDispatch, django_request_of
 

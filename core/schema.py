@@ -62,7 +62,7 @@ ERROR_MEANINGS = {
     503: "The browser is not running.",
     507: "The media store is full (MEDIA_MAX_MB), or the answer is larger than RESULT_MAX_BYTES.",
 }
-# Every POST body goes through `core.envelope.read_json_object`.
+# Every POST body goes through `core.api.read_json_object`.
 BODY_ERRORS = (413, 422)
 
 WWW_AUTHENTICATE = OpenApiParameter(

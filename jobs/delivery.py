@@ -1,48 +1,126 @@
-"""Webhook delivery: POST an ended job to its callback at its scheduled attempts.
-
-An answer is sorted by what to do next: delivered (2xx), worth another
-attempt (network error, timeout, 429, 5xx) or final (anything else, redirects
-included: a redirect is not a delivery).
+"""Webhook delivery: POST an ended job to its callback at its scheduled
+attempts (each POST is jobs/webhooks.py's `send`, which sorts its answer).
 
 Each attempt is claimed in the database by one deliverer (the worker's, or a
-`deliver_webhooks` process), its owner (jobs/claims.py). The claim lasts while
+`deliver_webhooks` process), its owner (`Owner`, below). The claim lasts while
 the owner lives, and only the owner records the attempt's outcome (each record
 is a compare-and-set on the claim). The one way an attempt reaches a receiver
 twice is its deliverer dying between the POST and the record: another
 deliverer then sends the same attempt again, with the same `X-Penelope-Job`
 and `X-Penelope-Attempt`.
+
+Every deliverer is an `Owner`: a random id and an exclusive flock on
+`store/deliverers/<id>.lock`, held for as long as the deliverer runs. The kernel keeps that lock for the
+life of the process and drops it when the process ends, however it ends, so
+"the owner is alive" is a question with an exact answer: another deliverer
+takes over a claimed attempt only once it can take the owner's lock itself.
+
+Why not a heartbeat written to the database: the claims live in SQLite, and
+the failure they must survive is SQLite's write lock held by someone else for
+a long while. A heartbeat stuck behind that lock looks exactly like a dead
+owner, and the attempt would go out twice. The life lock cannot be starved
+that way, costs no writes, and needs no clock. All deliverers of a store run
+on the store's host (SQLite needs a local file system), where flock works.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
+import os
+import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from django.conf import settings
 from django.db import transaction
 
-from core import metrics
-from core.auth import signing_key
+from core import metrics, store_lock
 from core.db_thread import on_db_thread, persist
 from core.events import Bus, Event
 from core.redaction import url_for_log
 from core.runtime import Tasks
 from core.tracker import Tracker
-from jobs import claims
 from jobs.models import DeliveryAttempt, Job, webhook_window
 from jobs.selectors import seconds_until_next_attempt
 from jobs.shapes import job_body
-from jobs.webhooks import CallbackRefused, CallbackUnresolved, pinned_request, sign, standard_headers
+from jobs.webhooks import send, webhook_client
 from media_store import store as media
 
 log = logging.getLogger("penelope.webhooks")
 
-USER_AGENT = "Penelope-Webhook/1"
-MAX_ANSWER_READ = 64 * 1024
+
+
+OWNER_ID_LENGTH = 24
+
+
+def owners_dir() -> Path:
+    directory = settings.STORE_DIR / "deliverers"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    return directory
+
+
+def lock_path(owner_id: str) -> Path:
+    return owners_dir() / f"{owner_id}.lock"
+
+
+class Owner:
+    """This process's deliverer identity; alive from `start()` to `stop()`."""
+
+    def __init__(self) -> None:
+        self.id = f"{os.getpid()}-{secrets.token_hex(6)}"
+        self._fd: int | None = None
+
+    def start(self) -> Owner:
+        # Locked under a name nobody looks at, then renamed into place: no
+        # other deliverer ever sees this owner's lock file unlocked.
+        path = lock_path(self.id)
+        fresh = path.with_name(path.name + ".new")
+        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(fresh, path)
+        self._fd = fd
+        remove_dead_owners()
+        return self
+
+    def stop(self) -> None:
+        """Give up every claim at once: another deliverer may take them now."""
+        if self._fd is None:
+            return
+        lock_path(self.id).unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+
+def is_alive(owner_id: str) -> bool:
+    """Whether the deliverer `owner_id` still runs: its life lock is held.
+
+    Trying the lock takes it for a moment when the owner is dead; that is
+    harmless, as an owner id is never used again."""
+    if not owner_id or "/" in owner_id or len(owner_id) > OWNER_ID_LENGTH + 8:
+        return False
+    return store_lock.is_held(lock_path(owner_id))
+
+
+def dead(owner_ids: Iterable[str]) -> list[str]:
+    return [owner_id for owner_id in owner_ids if not is_alive(owner_id)]
+
+
+def remove_dead_owners() -> int:
+    """Delete the lock files of deliverers that have ended (their claims, if
+    any, stay takeable: a missing lock is a dead owner)."""
+    removed = 0
+    for entry in owners_dir().glob("*.lock"):
+        owner_id = entry.name.removesuffix(".lock")
+        if not is_alive(owner_id):
+            entry.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 @dataclass(frozen=True)
@@ -59,7 +137,7 @@ def claim_due_attempts(owner: str, now: float, limit: int = 50) -> list[Attempt]
     """Claim for `owner` the attempts due now, each with the body it will send:
     unclaimed ones, and ones whose owner has ended without recording them."""
     due = Job.objects.due_for_delivery(now)
-    takeable = due.takeable(claims.dead(due.claim_owners_besides(owner)))
+    takeable = due.takeable(dead(due.claim_owners_besides(owner)))
     attempts = []
     with transaction.atomic():
         for job in takeable[:limit]:
@@ -77,14 +155,6 @@ def claim_round(owner: str, now: float, limit: int) -> tuple[list[Attempt], floa
     then how long until the next unclaimed one comes due."""
     attempts = claim_due_attempts(owner, now, limit) if limit > 0 else []
     return attempts, seconds_until_next_attempt(time.time())
-
-
-def classify(status: int) -> str:
-    if 200 <= status < 300:
-        return DeliveryAttempt.Outcome.DELIVERED
-    if status == 429 or status >= 500:
-        return DeliveryAttempt.Outcome.RETRY
-    return DeliveryAttempt.Outcome.GAVE_UP
 
 
 def record_outcome(
@@ -140,86 +210,35 @@ def record_outcome(
 async def post(client: httpx.AsyncClient, attempt: Attempt, owner: str) -> str:
     """Send one attempt and record how it ended (for as long as it takes: a
     locked database delays the record, and the claim stays `owner`'s)."""
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        "X-Penelope-Job": attempt.job_id,
-        "X-Penelope-Attempt": str(attempt.number),
-        "X-Penelope-Signature": sign(attempt.body, signing_key()),
-    }
-    started_at = time.time()
-    headers.update(standard_headers(attempt.job_id, attempt.body, settings.WEBHOOK_SECRET, started_at))
-    began = time.monotonic()
-    status_code: int | None = None
-    error: str | None = None
-    url, extensions = attempt.url, {}
-    try:
-        async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
-            if settings.WEBHOOK_REFUSE_PRIVATE:
-                url, host_header, extensions = await pinned_request(attempt.url)
-                headers.update(host_header)
-            async with client.stream(
-                "POST", url, content=attempt.body, headers=headers, extensions=extensions
-            ) as response:
-                status_code = response.status_code
-                # The answer must arrive whole (a connection dropped mid-answer
-                # is a network error), but a huge one is not read to its end.
-                answer_bytes = 0
-                async for chunk in response.aiter_raw():
-                    answer_bytes += len(chunk)
-                    if answer_bytes >= MAX_ANSWER_READ:
-                        break
-        outcome = classify(status_code)
-        if outcome != DeliveryAttempt.Outcome.DELIVERED:
-            error = f"the receiver answered HTTP {status_code}"
-    except CallbackRefused as refused:
-        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, str(refused)
-    except CallbackUnresolved as unresolved:
-        outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {unresolved}"
-    except TimeoutError:
-        outcome, error = DeliveryAttempt.Outcome.RETRY, f"no answer within {settings.WEBHOOK_TIMEOUT_S:g} s"
-    except httpx.HTTPError as failure:
-        outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {type(failure).__name__}"
-    except Exception as failure:  # e.g. a URL httpx cannot send to: no later attempt would do better
-        log.warning("webhook %s cannot be sent: %r", attempt.job_id, failure)
-        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, f"the callback cannot be sent: {type(failure).__name__}"
-    duration_ms = (time.monotonic() - began) * 1000
+    sent = await send(
+        client, attempt.url, attempt.body, job_id=attempt.job_id, message_id=attempt.job_id,
+        headers={"X-Penelope-Attempt": str(attempt.number)},
+    )
     outcome = await persist(
         record_outcome,
         attempt,
         owner=owner,
-        started_at=started_at,
-        duration_ms=duration_ms,
-        status_code=status_code,
-        error=error,
-        outcome=outcome,
+        started_at=sent.started_at,
+        duration_ms=sent.duration_ms,
+        status_code=sent.status_code,
+        error=sent.error,
+        outcome=sent.outcome,
         what=f"webhook {attempt.job_id} attempt {attempt.number}'s outcome",
     )
     log.info(
         "webhook %s attempt %d to %s: %s (%s)", attempt.job_id, attempt.number, url_for_log(attempt.url), outcome,
-        error or status_code,
+        sent.error or sent.status_code,
     )
     delivered = outcome == DeliveryAttempt.Outcome.DELIVERED and attempt.finished_at is not None
-    metrics.webhook_attempt(outcome, duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
+    metrics.webhook_attempt(outcome, sent.duration_ms / 1000, time.time() - attempt.finished_at if delivered else None)
     return outcome
-
-
-def webhook_client() -> httpx.AsyncClient:
-    # trust_env=False: the POST leaves from the host itself, never through a
-    # proxy from the environment (and never through the browser's).
-    return httpx.AsyncClient(
-        trust_env=False,
-        follow_redirects=False,
-        timeout=settings.WEBHOOK_TIMEOUT_S,
-        limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-    )
 
 
 class Deliverer:
     """Sends due attempts as they come due; woken early by the event bus when
     a webhook job ends (`on_event`, which the runtime subscribes to `HEARS`).
 
-    It is one claim owner (jobs/claims.py) from `run_forever`'s start to its
+    It is one claim owner (`Owner`) from `run_forever`'s start to its
     end. `stop()` ends it after the sends in hand are sent and recorded.
     """
 
@@ -238,7 +257,7 @@ class Deliverer:
         # process scheduled, or left behind when its deliverer ended.
         self.idle_wait_s = settings.WEBHOOK_POLL_S if idle_wait_s is None else idle_wait_s
         self.in_flight: set[asyncio.Task] = set()
-        self.owner = claims.Owner()
+        self.owner = Owner()
         self.stopping = False
 
     def notify(self) -> None:

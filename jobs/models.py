@@ -159,7 +159,7 @@ class Job(models.Model):
     attempts = models.IntegerField(default=0)
     last_slot = models.IntegerField(default=-1)
     next_attempt_at = models.FloatField(null=True, blank=True, db_index=True)
-    # The deliverer that holds the attempt in progress (jobs/claims.py), and
+    # The deliverer that holds the attempt in progress (`Owner`, jobs/delivery.py), and
     # since when; null between attempts. A claim lasts while its owner lives.
     claim_owner = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     claimed_at = models.FloatField(null=True, blank=True)

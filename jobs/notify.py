@@ -1,4 +1,5 @@
-"""`X-Notify-Url`: a signed notification when a job's plugin asks a person.
+"""A job's plugin asks a person (`asked`): the question is published on the
+bus, and with `X-Notify-Url` sent as a signed notification.
 
 The body is a Standard Webhooks message, `{"type": "job.needs_human",
 "timestamp", "data"}`, whose `data` is the job as its poll shows it at that
@@ -16,22 +17,30 @@ import json
 import logging
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import httpx
-from django.conf import settings
-
-from core.auth import signing_key
 from core.events import Event
+from core.redaction import url_for_log
 from core.runtime import Tasks
-from jobs.delivery import USER_AGENT, classify, url_for_log, webhook_client
+from jobs import webhooks
 from jobs.models import DeliveryAttempt, Job
-from jobs.shapes import job_body
-from jobs.webhooks import CallbackRefused, CallbackUnresolved, pinned_request, sign, standard_headers
+from jobs.shapes import job_body, publish
+
+if TYPE_CHECKING:
+    from jobs.run import JobRun
 
 log = logging.getLogger("penelope.jobs")
 
 NOTIFY_ATTEMPTS = 3
 NOTIFY_PAUSE_S = 2.0  # before the second attempt; doubled before the third
+
+
+
+def asked(run: JobRun) -> None:
+    """Its plugin asks a person (`run.human`), or the question ended: both are published."""
+    publish(run.parts.bus, Event.JOB_NEEDS_HUMAN if run.human else Event.JOB_PROGRESS, run.shown())
+    if run.human and run.job.notify_url:
+        notify_needs_human(run.job, run.parts.tasks)
 
 
 def notify_needs_human(job: Job, tasks: Tasks) -> None:
@@ -49,9 +58,10 @@ def notify_needs_human(job: Job, tasks: Tasks) -> None:
 async def send(url: str, message_id: str, job_id: str, body: bytes) -> bool:
     """POST it until a 2xx, a final refusal or NOTIFY_ATTEMPTS; whether it arrived."""
     pause = NOTIFY_PAUSE_S
-    async with webhook_client() as client:
+    async with webhooks.webhook_client() as client:
         for attempt in range(1, NOTIFY_ATTEMPTS + 1):
-            outcome = await post_once(client, url, message_id, job_id, body)
+            sent = await webhooks.send(client, url, body, job_id=job_id, message_id=message_id, headers={})
+            outcome = sent.outcome  # the receiver's answer is all that counts here
             log.info("job %s's needs_human notification to %s, attempt %d: %s", job_id, url_for_log(url), attempt, outcome)
             if outcome != DeliveryAttempt.Outcome.RETRY:
                 return outcome == DeliveryAttempt.Outcome.DELIVERED
@@ -60,25 +70,3 @@ async def send(url: str, message_id: str, job_id: str, body: bytes) -> bool:
                 pause *= 2
     return False
 
-
-async def post_once(client: httpx.AsyncClient, url: str, message_id: str, job_id: str, body: bytes) -> str:
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        "X-Penelope-Job": job_id,
-        "X-Penelope-Signature": sign(body, signing_key()),
-        **standard_headers(message_id, body, settings.WEBHOOK_SECRET, time.time()),
-    }
-    target, extensions = url, {}
-    try:
-        async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
-            if settings.WEBHOOK_REFUSE_PRIVATE:
-                target, host_header, extensions = await pinned_request(url)
-                headers.update(host_header)
-            # The answer's status is all that counts: its body is not read.
-            async with client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response:
-                return classify(response.status_code)
-    except CallbackRefused:
-        return DeliveryAttempt.Outcome.GAVE_UP
-    except (CallbackUnresolved, TimeoutError, httpx.HTTPError):
-        return DeliveryAttempt.Outcome.RETRY

@@ -61,12 +61,13 @@ from core.events import Event
 from core.routes import ANY
 from core.tracker import Tracker
 from jobs.models import Job
+from jobs.notify import asked
 from jobs.options import JobOptions
-from jobs.publishing import asked, publish
 from jobs.queueing import JobQueue, Place, RecentRefusals, Room, Waiting, back_off, place_for, wait_turn
 from jobs.run import JobRun, WorkerParts, failure, store_end
 from jobs.selectors import find_held_by_key, find_jobs, find_live_job, find_queued
 from jobs.services import NO_SUCH_JOB, HeldJobsBound, begin_job, create_job, forget_job
+from jobs.shapes import publish
 from jobs.waiting import RecentEnds, Waiters
 from plugins.framework import Action, find_action
 

@@ -1,14 +1,17 @@
 """A job as clients see it: the poll's answer, which is also the webhook's
-body, and the 202 of a job start. The serializers render them and describe
-them in the OpenAPI document."""
+body and what its events on the bus carry (`publish`), and the 202 of a job
+start. The serializers render them and describe them in the OpenAPI
+document."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from rest_framework import serializers
 
+from core.events import Bus, Event
 from core.redaction import HIDDEN, url_for_log
 from core.rest import represent
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success
@@ -328,3 +331,11 @@ class JobAccepted(PageSuccess):
             if name not in accepted:
                 shown.pop(name, None)  # a start without it answers as the guide shows it
         return shown
+
+
+def publish(bus: Bus, event: Event, job: Job, **fields: Any) -> None:
+    """The job's event on its worker's bus; a socket gets the job as a poll shows it."""
+    bus.publish(
+        event, page_id=job.page_id, job_id=job.id, job=lambda: job_body(job, time.time()), state=job.state,
+        mode=job.mode, **fields,
+    )

@@ -1,6 +1,9 @@
 """What every webhook the worker sends shares, a job's delivery
 (jobs/delivery.py) and a question's notification (jobs/notify.py) alike:
-its signatures, and the guard that keeps it out of the host's own networks.
+its signatures, the guard that keeps it out of the host's own networks, and
+the POST itself (`send`), whose answer is sorted by what to do next:
+delivered (2xx), worth another attempt (network error, timeout, 429, 5xx)
+or final (anything else, redirects included: a redirect is not a delivery).
 
 Signatures, both kinds on every attempt:
 
@@ -34,20 +37,32 @@ import binascii
 import functools
 import hashlib
 import hmac
+import logging
 import secrets
 import socket
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 from django.conf import settings
 from standardwebhooks import Webhook
 
 from core.addresses import refused_address
+from core.auth import signing_key
+from jobs.models import DeliveryAttempt
 
 __all__ = [
-    "BadSecret", "CallbackRefused", "CallbackUnresolved", "new_secret", "pinned_request", "refused_address",
-    "resolve_allowed", "sign", "signers", "standard_headers", "submit_refusal",
+    "BadSecret", "CallbackRefused", "CallbackUnresolved", "Sent", "classify", "new_secret", "pinned_request",
+    "refused_address", "resolve_allowed", "send", "sign", "signers", "standard_headers", "submit_refusal",
+    "webhook_client",
 ]
+
+log = logging.getLogger("penelope.webhooks")
+
+USER_AGENT = "Penelope-Webhook/1"
+MAX_ANSWER_READ = 64 * 1024
 
 SECRET_PREFIX = "whsec_"
 MIN_SECRET_BYTES = 24
@@ -146,3 +161,86 @@ async def pinned_request(url: str) -> tuple[str, dict[str, str], dict[str, str]]
     host_header = parts.hostname + (f":{parts.port}" if parts.port else "")
     extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
     return pinned, {"Host": host_header}, extensions
+
+
+@dataclass(frozen=True)
+class Sent:
+    """How one POST ended: its outcome (a `DeliveryAttempt.Outcome`), the
+    receiver's status if it answered, what went wrong if anything did, and
+    when it started (Unix seconds) and how long it took."""
+
+    outcome: str
+    status_code: int | None
+    error: str | None
+    started_at: float
+    duration_ms: float
+
+
+def classify(status: int) -> str:
+    if 200 <= status < 300:
+        return DeliveryAttempt.Outcome.DELIVERED
+    if status == 429 or status >= 500:
+        return DeliveryAttempt.Outcome.RETRY
+    return DeliveryAttempt.Outcome.GAVE_UP
+
+
+def webhook_client() -> httpx.AsyncClient:
+    # trust_env=False: the POST leaves from the host itself, never through a
+    # proxy from the environment (and never through the browser's).
+    return httpx.AsyncClient(
+        trust_env=False,
+        follow_redirects=False,
+        timeout=settings.WEBHOOK_TIMEOUT_S,
+        limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+    )
+
+
+async def send(
+    client: httpx.AsyncClient, url: str, body: bytes, *, job_id: str, message_id: str, headers: dict[str, str]
+) -> Sent:
+    """POST `body` to `url`, signed both ways (`message_id` is Standard
+    Webhooks' id), within WEBHOOK_TIMEOUT_S and through the guard when it is
+    on; `headers` are added to the usual ones. Never raises for the
+    receiver's sake: every way it can end is an outcome."""
+    started_at = time.time()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Penelope-Job": job_id,
+        **headers,
+        "X-Penelope-Signature": sign(body, signing_key()),
+        **standard_headers(message_id, body, settings.WEBHOOK_SECRET, started_at),
+    }
+    began = time.monotonic()
+    status_code: int | None = None
+    error: str | None = None
+    target, extensions = url, {}
+    try:
+        async with asyncio.timeout(settings.WEBHOOK_TIMEOUT_S):
+            if settings.WEBHOOK_REFUSE_PRIVATE:
+                target, host_header, extensions = await pinned_request(url)
+                headers.update(host_header)
+            async with client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response:
+                status_code = response.status_code
+                # The answer must arrive whole (a connection dropped mid-answer
+                # is a network error), but a huge one is not read to its end.
+                answer_bytes = 0
+                async for chunk in response.aiter_raw():
+                    answer_bytes += len(chunk)
+                    if answer_bytes >= MAX_ANSWER_READ:
+                        break
+        outcome = classify(status_code)
+        if outcome != DeliveryAttempt.Outcome.DELIVERED:
+            error = f"the receiver answered HTTP {status_code}"
+    except CallbackRefused as refused:
+        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, str(refused)
+    except CallbackUnresolved as unresolved:
+        outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {unresolved}"
+    except TimeoutError:
+        outcome, error = DeliveryAttempt.Outcome.RETRY, f"no answer within {settings.WEBHOOK_TIMEOUT_S:g} s"
+    except httpx.HTTPError as failure:
+        outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {type(failure).__name__}"
+    except Exception as failure:  # e.g. a URL httpx cannot send to: no later attempt would do better
+        log.warning("webhook %s cannot be sent: %r", job_id, failure)
+        outcome, error = DeliveryAttempt.Outcome.GAVE_UP, f"the callback cannot be sent: {type(failure).__name__}"
+    return Sent(outcome, status_code, error, started_at, (time.monotonic() - began) * 1000)

@@ -25,7 +25,8 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from core.auth import KEY_REQUIRED, READ, REALM, key_role, read_only
+from core.api import REALM
+from core.auth import KEY_REQUIRED, READ, key_role, read_only
 from core.bounded_http import envelope_answer
 from core.routes import MEDIA
 from core.seams import STREAMED_HEADER

@@ -374,7 +374,7 @@ REST_FRAMEWORK = {
     # `?format=` is a plugin parameter like any other, not a renderer choice.
     "URL_FORMAT_OVERRIDE": None,
     # Non-ASCII characters go out escaped, as the API has always sent them
-    # (core/envelope.py renders every answer so, whatever this says; it is
+    # (core/api.py renders every answer so, whatever this says; it is
     # kept for DRF's own renderers, e.g. its error pages).
     "UNICODE_JSON": False,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -1,4 +1,4 @@
-"""One envelope for the worker and the waker (core/envelope.py): the body
+"""One envelope for the worker and the waker (core/api.py): the body
 parser, the renderer and the error answer both use, in process."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from django.test import AsyncRequestFactory
 
-from core.api import ApiError
-from core.envelope import error_response, json_response, read_json_object
+from core.api import ApiError, error_response, json_response, read_json_object
 from core.rest import represent
 from core.shapes import ErrorEnvelope
 from waker.api import WakerError, error_body, waker_view

@@ -200,7 +200,7 @@ def sent(job: Job, owner: str, outcome: str, status: int | None = 200) -> str:
 
 
 def test_an_attempt_is_claimed_once_and_only_its_owner_records_it(tmp_path):
-    from jobs.claims import Owner
+    from jobs.delivery import Owner
 
     first, second = Owner().start(), Owner().start()
     try:
@@ -230,7 +230,7 @@ def test_an_attempt_is_claimed_once_and_only_its_owner_records_it(tmp_path):
 
 
 def test_the_last_slot_gives_up():
-    from jobs.claims import Owner
+    from jobs.delivery import Owner
 
     owner = Owner().start()
     try:

@@ -25,7 +25,7 @@ STATEFUL_CALLS = {
 ALLOWED = {
     "core/db_thread.py:executor": "the one database thread; `serve` and the commands use it before any runtime exists",
     "core/db_thread.py:admin_request": "a context variable: each request's own value, nothing shared",
-    "core/envelope.py:_renderer": "a JSON renderer, which holds nothing between calls",
+    "core/api.py:_renderer": "a JSON renderer, which holds nothing between calls",
     "core/metrics.py:_request_series": "a cache of the Prometheus collectors' labelled series",
     "core/rest.py:_shapes": "a cache of serializers built from classes, the same for every worker",
     "core/schema.py:_generated": "the OpenAPI document, generated once from the code",

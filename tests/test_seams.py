@@ -37,7 +37,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 
 from core import seams
-from core.envelope import json_response
+from core.api import json_response
 from core.rest import ApiView, JsonObjectBody
 from harness.worker import wait_until
 

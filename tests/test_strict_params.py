@@ -16,8 +16,7 @@ import json
 import pytest
 from django.test import RequestFactory
 
-from core.api import ApiError
-from core.envelope import read_json_object
+from core.api import ApiError, read_json_object
 from harness.worker import WorkerProcess
 from plugins.framework import find_action
 from tests.conftest import TEST_PLUGINS, worker_env

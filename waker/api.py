@@ -2,7 +2,7 @@
 envelope.
 
 The body parser, the JSON renderer and the envelope are the worker's own
-(core/envelope.py), so a client parses both alike; what is the waker's is its
+(core/api.py), so a client parses both alike; what is the waker's is its
 sentences, its realm and its key (WAKER_KEY), which are not the worker's.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from core import envelope
-from core.api import ApiError
+from core.api import ApiError, json_bytes
 from core.api import error_body as envelope_of
+from core.api import error_response as worker_error_response
 
 log = logging.getLogger("penelope.waker")
 
@@ -43,11 +43,11 @@ def error_body(message: str) -> dict[str, Any]:
 
 def encode(body: dict[str, Any]) -> bytes:
     """A body as the worker writes its answers (the proxy's raw ASGI answers)."""
-    return envelope.json_bytes(body)
+    return json_bytes(body)
 
 
 def error_response(error: ApiError) -> HttpResponse:
-    return envelope.error_response(error, realm=REALM)
+    return worker_error_response(error, realm=REALM)
 
 
 def any_key_matches(authorization: str, keys: list[str]) -> bool:

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from rest_framework import serializers
 
-from core.envelope import json_response, read_json_object
+from core.api import json_response, read_json_object
 from waker import metrics as waker_metrics
 from waker.api import WakerError, waker_view
 from waker.supervisor import PersonaWorker, StartFailed, WorkInFlight, current

@@ -2,7 +2,7 @@
 
 Safe beside a live worker: each attempt is claimed in the database by this
 process's deliverer before it is sent, and only the claim's owner records
-its outcome (jobs/claims.py). With `--loop`, SIGTERM or SIGINT stops it once
+its outcome (`Owner`, jobs/delivery.py). With `--loop`, SIGTERM or SIGINT stops it once
 the sends in hand are sent and recorded; a second signal exits at once.
 """
 
@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.loops import run_until_signalled
-from jobs.delivery import Deliverer, webhook_client
-from jobs.webhooks import BadSecret, signers
+from jobs.delivery import Deliverer
+from jobs.webhooks import BadSecret, signers, webhook_client
 
 
 class Command(BaseCommand):
