@@ -41,11 +41,10 @@ from django.conf import settings
 from django.db import transaction
 
 from core import metrics, store_lock
+from core.auth import url_for_log
 from core.db_thread import on_db_thread, persist
 from core.events import Bus, Event
-from core.redaction import url_for_log
-from core.runtime import Tasks
-from core.tracker import Tracker
+from core.runtime import Tasks, Tracker
 from jobs.models import DeliveryAttempt, Job, webhook_window
 from jobs.selectors import seconds_until_next_attempt
 from jobs.shapes import job_body

@@ -19,8 +19,8 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from core.auth import url_for_log
 from core.events import Event
-from core.redaction import url_for_log
 from core.runtime import Tasks
 from jobs import webhooks
 from jobs.models import DeliveryAttempt, Job

@@ -59,7 +59,7 @@ from core.errors import (
 )
 from core.events import Event
 from core.routes import ANY
-from core.tracker import Tracker
+from core.runtime import Tracker
 from jobs.models import Job
 from jobs.notify import asked
 from jobs.options import JobOptions

@@ -11,8 +11,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.auth import HIDDEN, url_for_log
 from core.events import Bus, Event
-from core.redaction import HIDDEN, url_for_log
 from core.rest import represent
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success
 from jobs.models import Job

@@ -25,8 +25,8 @@ from playwright.async_api import Page
 from rest_framework import serializers
 
 from core.api import ApiError, StatusError
+from core.auth import SecretPath, hide_paths, secret_path
 from core.db_thread import on_db_thread, persist
-from core.redaction import SecretPath, hide_paths, secret_path
 from core.rest import validated
 from media_store import store
 from plugins import declared

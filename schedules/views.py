@@ -13,10 +13,9 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from core.api import ApiError
-from core.auth import READ
+from core.auth import READ, url_for_log
 from core.db_thread import on_db_thread
 from core.errors import NoSuchSchedule
-from core.redaction import url_for_log
 from core.rest import ApiView, answer, describe_errors
 from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, operation

@@ -18,7 +18,7 @@ from django.http import JsonResponse
 from websockets.sync.client import connect
 
 from activity.middleware import ApiAccountingMiddleware
-from core.redaction import HIDDEN, hide_paths, secret_path
+from core.auth import HIDDEN, hide_paths, secret_path
 from harness.receiver import Receiver
 from harness.waker import WakerProcess
 from harness.worker import TEST_KEY, wait_until

@@ -230,7 +230,7 @@ def test_an_edit_that_keeps_the_timing_keeps_a_due_fire():
 
 def test_the_next_wake_in_the_store_follows_the_loop_whatever_was_there(settings, tmp_path):
     from core.awake import read_next_wake, write_next_wake
-    from core.tracker import Tracker
+    from core.runtime import Tracker
 
     settings.STORE_DIR = tmp_path
     write_next_wake(tmp_path, 1000.0)  # left by `manage.py schedules trigger`, or an earlier run

@@ -19,9 +19,8 @@ from browser.runner import Browser
 from cdp.hub import CdpHub
 from core.events import Bus, Event, OnEvent
 from core.loops import Loop
-from core.runtime import Tasks
+from core.runtime import Tasks, Tracker
 from core.start_clock import StartClock
-from core.tracker import Tracker
 from demo_site.sign_in import SignInCodes
 from jobs.run import WorkerParts
 from jobs.runner import JobRunner
