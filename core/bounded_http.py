@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from django.conf import settings
 
@@ -72,14 +72,15 @@ def envelope_answer(
 
 
 def install(
-    server_name: str, page_of: Callable[[str], str | None] | None = None, stream: StreamChoice | None = None
+    server_name: str, page_of: Callable[[str], str | None] | None = None,
+    streams: Mapping[str, StreamChoice] | None = None,
 ) -> None:
     """Make daphne refuse a body past MAX_BODY_BYTES as it arrives, and a
     request line and headers past MAX_HEAD_BYTES (before the server runs).
     `server_name` ("worker" or "waker") is said in the sentences;
     `page_of(path)` gives the envelope's page_id, as the view would have;
-    `stream` chooses the requests whose bodies go elsewhere as they arrive
-    (an upload's, media_store/uploads.py), each with its own bound."""
+    `streams` chooses, by path, the requests whose bodies go elsewhere as they
+    arrive (an upload's, media_store/uploads.py), each with its own bound."""
 
     def page(path: str) -> str | None:
         return page_of(path) if page_of is not None else None
@@ -98,5 +99,5 @@ def install(
         log.info("refused a request with more than %d headers: %s %s", MAX_HEADERS, method[:20], path[:200])
         return envelope_answer(b"400 Bad Request", too_many_headers_sentence(server_name), page(path))
 
-    bound_request_bodies(refusal, stream)
+    bound_request_bodies(refusal, streams)
     bound_request_heads(MAX_HEAD_BYTES, head_refusal, too_many_headers)

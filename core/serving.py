@@ -12,7 +12,7 @@ import re
 import secrets
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,15 +68,14 @@ def check_port_free(host: str, port: int, *, setting: str) -> None:
 UNREGISTERED_PHRASES = {499: "Client Closed Request"}
 
 
-def reason_phrase(status: int) -> bytes | None:
-    """The standard reason phrase of `status`, as Python's `http.HTTPStatus`
-    has it (`b"Too Many Requests"`, `b"Locked"`), or an unregistered one the
-    worker sends; None for any other (Twisted's table then answers)."""
-    try:
-        return http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        phrase = UNREGISTERED_PHRASES.get(status)
-        return phrase.encode() if phrase is not None else None
+# The standard reason phrase of each status, as Python's `http.HTTPStatus` has
+# it (`b"Too Many Requests"`, `b"Locked"`), and the unregistered ones the
+# worker sends. `reason_phrase(status)` answers None for any other status
+# (Twisted's table then answers). A table made once: daphne asks on every answer.
+REASON_PHRASES = {status.value: status.phrase.encode() for status in http.HTTPStatus} | {
+    code: phrase.encode() for code, phrase in UNREGISTERED_PHRASES.items()
+}
+reason_phrase = REASON_PHRASES.get
 
 
 def event_loop() -> asyncio.AbstractEventLoop:
@@ -124,7 +123,7 @@ def run_daphne(
     on_stop: Callable[[], Awaitable[object]],
     server_name: str = "worker",
     page_of: Callable[[str], str | None] | None = None,
-    stream: StreamChoice | None = None,
+    streams: Mapping[str, StreamChoice] | None = None,
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
@@ -139,7 +138,7 @@ def run_daphne(
     from core import bounded_http  # after the reactor is installed: it imports Twisted's web
     from core.seams import name_statuses, size_socket_messages  # after the reactor too: the seams import Twisted
 
-    bounded_http.install(server_name, page_of, stream)
+    bounded_http.install(server_name, page_of, streams)
     name_statuses(reason_phrase)  # daphne writes Twisted's phrase, which is "Unknown Status" for a 429
     size_socket_messages(socket_message_limit)  # a CDP client's screenshots pass daphne's 1 MiB
     server = daphne.server.Server(

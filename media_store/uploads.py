@@ -91,10 +91,11 @@ def too_large_sentence() -> str:
 
 
 def choose(method: str, path: str, headers: dict[str, str], length: int | None) -> Upload | bytes | None:
-    """The server's choice for a request, from its headers (core/seams/server.py,
-    `bound_request_bodies`): an Upload for a POST to the media route that may
-    upload, the whole refusal for one that may not, None for any other request."""
-    if method != "POST" or path.rstrip("/") != UPLOAD_PATH:
+    """The server's choice for a request to the media route (UPLOAD_PATH), from
+    its headers (core/seams/server.py, `bound_request_bodies`): an Upload for a
+    POST that may upload, the whole refusal for one that may not, None for
+    any other method."""
+    if method != "POST":
         return None
     role = key_role(headers.get("authorization", ""))
     if role is None:

@@ -613,7 +613,7 @@ def streaming(monkeypatch):
         sinks.append(Sink(100))
         return sinks[-1]
 
-    seams.bound_request_bodies(lambda *_: b"HTTP/1.1 413 Refused\r\n\r\n", choose)
+    seams.bound_request_bodies(lambda *_: b"HTTP/1.1 413 Refused\r\n\r\n", {"/up": choose})
     server_factory = http_protocol.HTTPFactory.__new__(http_protocol.HTTPFactory)
     http.HTTPFactory.__init__(server_factory, reactor=Clock())
     server_factory.server = Application()

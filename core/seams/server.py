@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -48,16 +48,20 @@ StreamChoice = Callable[[str, str, dict[str, str], "int | None"], "BodySink | by
 STREAMED_HEADER = b"penelope-streamed"
 
 
-def bound_request_bodies(refusal: Callable[[str, str, str], bytes], stream: StreamChoice | None = None) -> type:
+def bound_request_bodies(
+    refusal: Callable[[str, str, str], bytes], streams: Mapping[str, StreamChoice] | None = None
+) -> type:
     """Make daphne build every HTTP request as a subclass of its WebRequest
     that refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE as it arrives:
     `refusal(method, path, what)` gives the whole answer, written before the
     connection is closed and nothing more of the body is read.
 
-    With `stream`, a request it gives a BodySink for has its body written to
-    the sink as it arrives, bounded by the sink's own limit, and reaches the
-    application with an empty body and the sink's `finish()` in the
-    STREAMED_HEADER; a client's own such header is removed from every request, so
+    `streams` names the paths (without a trailing slash) whose requests may
+    be streamed, each with its choice; only a request to one of them has its
+    headers read for it. A request its choice gives a BodySink for has its
+    body written to the sink as it arrives, bounded by the sink's own limit,
+    and reaches the application with an empty body and the sink's `finish()`
+    in the STREAMED_HEADER; a client's own such header is removed from every request, so
     only the sink sets it. Call it before the server runs; answers the class.
     daphne is imported here, not at the top: Twisted's modules are
     import-order sensitive (core/serving.py)."""
@@ -70,13 +74,14 @@ def bound_request_bodies(refusal: Callable[[str, str, str], bytes], stream: Stre
 
         def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
             self.requestHeaders.removeHeader(STREAMED_HEADER)
-            if stream is not None:
-                method, path = self._request_line()
+            method, path = self._request_line() if streams else ("", "")
+            choose = streams.get(path.rstrip("/")) if streams else None
+            if choose is not None:
                 headers = {
                     name.decode("latin-1").lower(): values[-1].decode("latin-1")
                     for name, values in self.requestHeaders.getAllRawHeaders()
                 }
-                chosen = stream(method, path, headers, length)
+                chosen = choose(method, path, headers, length)
                 if isinstance(chosen, bytes):
                     self._answer(chosen)
                     return
