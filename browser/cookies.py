@@ -59,7 +59,9 @@ class CookieJar:
             current = context()
             if current is not None:
                 try:
-                    self.cookies = await asyncio.wait_for(current.cookies(), COOKIE_READ_TIMEOUT_S)
+                    # In this task (asyncio.wait_for would start another one per read).
+                    async with asyncio.timeout(COOKIE_READ_TIMEOUT_S):
+                        self.cookies = await current.cookies()
                 except Exception:  # the browser stopped meanwhile: the last read stands
                     pass
             if not self._again:
@@ -75,9 +77,11 @@ class CookieJar:
         if self.cookies is None:
             return
         try:
-            await asyncio.wait_for(context.clear_cookies(), COOKIE_READ_TIMEOUT_S)
+            async with asyncio.timeout(COOKIE_READ_TIMEOUT_S):
+                await context.clear_cookies()
             if self.cookies:
-                await asyncio.wait_for(context.add_cookies(self.cookies), COOKIE_READ_TIMEOUT_S)
+                async with asyncio.timeout(COOKIE_READ_TIMEOUT_S):
+                    await context.add_cookies(self.cookies)
             log.info("%d cookie(s) put back as the last call left them", len(self.cookies))
         except Exception as error:
             log.warning("the cookies of the last call could not be put back (%s); the profile's stand", error_line(error))
