@@ -50,7 +50,7 @@ from django.conf import settings
 from standardwebhooks import Webhook
 
 from core.addresses import refused_address
-from core.auth import signing_key
+from core.auth import signing_key, url_for_log
 from jobs.models import DeliveryAttempt
 
 __all__ = [
@@ -241,6 +241,6 @@ async def send(
     except httpx.HTTPError as failure:
         outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {type(failure).__name__}"
     except Exception as failure:  # e.g. a URL httpx cannot send to: no later attempt would do better
-        log.warning("webhook %s cannot be sent: %r", job_id, failure)
+        log.warning("a webhook of job %s cannot be sent to %s: %r", job_id, url_for_log(url), failure)
         outcome, error = DeliveryAttempt.Outcome.GAVE_UP, f"the callback cannot be sent: {type(failure).__name__}"
     return Sent(outcome, status_code, error, started_at, (time.monotonic() - began) * 1000)

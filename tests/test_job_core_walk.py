@@ -28,7 +28,10 @@ PLUGIN_MODULE = "tests/support/testing_plugins.py"
 # The worker's periodic loops (worker/setup.py), which may fire while the
 # walk runs: their own modules are not the walk's.
 PERIODIC = {"core/loops.py", "browser/pool.py", "browser/purge.py", "worker/setup.py"}
-QUIET = {"SWEEP_S": "3600", "REQUEST_LOG_FLUSH_S": "3600", "PURGE_S": "3600", "POOL_PAGE_IDLE_S": "3600"}
+QUIET = {
+    "SWEEP_S": "3600", "REQUEST_LOG_FLUSH_S": "3600", "PURGE_S": "3600", "POOL_PAGE_IDLE_S": "3600",
+    "SCHEDULE_CHECK_S": "3600",
+}
 
 
 def walk_table() -> tuple[set[str], int]:
@@ -61,9 +64,12 @@ def test_the_walk_runs_code_in_exactly_the_modules_its_table_names(make_worker, 
     })
     with Receiver() as receiver, worker.client() as api:
         # Both pages busy (MAX_PAGES=2: main and one pool page): the first
-        # lets its page go a few seconds on, the second holds its own.
-        holders = [api.post("/any/plugin/testing/sleep", json={"seconds": seconds}, headers={"X-Result-Ttl": "60"})
-                   for seconds in (3, 600)]
+        # lets its page go when the test opens its gate, the second holds its own.
+        gate = tmp_path / "gate"
+        holders = [
+            api.post("/any/plugin/testing/gate", json={"path": str(gate)}, headers={"X-Result-Ttl": "60"}),
+            api.post("/any/plugin/testing/sleep", json={"seconds": 600}, headers={"X-Result-Ttl": "60"}),
+        ]
         assert [holder.status_code for holder in holders] == [202, 202], [holder.text for holder in holders]
         wait_until(lambda: all(api.get(f"/jobs/{h.json()['job_id']}").json()["state"] == "running" for h in holders),
                    what="both pages busy")
@@ -76,6 +82,7 @@ def test_the_walk_runs_code_in_exactly_the_modules_its_table_names(make_worker, 
         )
         assert started.status_code == 202 and started.json()["state"] == "queued", started.text
         job_id = started.json()["job_id"]
+        gate.touch()  # another call lets its page go (the walk's step 10)
         # No request of this test's own until the trace is written: a poll would run code of its own.
         wait_until(lambda: receiver.received("/200/walk"), timeout=30, what="the webhook")
         wait_until(lambda: row_gone(worker.store, job_id), timeout=30, what="the delivered job's row to go")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Page
@@ -36,6 +37,20 @@ async def sleep(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, A
         media = await ctx.put_media(data, content_type="application/octet-stream", filename="work.bin")
     result = {"tag": params["tag"], "started": started, "ended": time.time()}
     return {**result, "media": media} if media else result
+
+
+class GateParams(serializers.Serializer):
+    path = serializers.CharField()  # a file of the test's own, made when the gate opens
+
+
+@family.action("gate", params=GateParams, timeout_s=600)
+async def gate(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Hold the page until the test makes the file at `path`: a page that is
+    let go when the test says, not after a guessed while."""
+    gate_file = Path(params["path"])
+    while not gate_file.exists():
+        await asyncio.sleep(0.01)
+    return {}
 
 
 @family.action("crash")
