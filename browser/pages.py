@@ -114,7 +114,6 @@ class Line:
         return sum(1 for waiter in self.waiters if waiter.job_id is None)
 
 
-
 def page_of_path(path: str) -> str | None:
     """The page a request path names (`/api/v1/<page_id>/...`), or None."""
     prefix = "/api/v1/"

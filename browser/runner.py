@@ -68,7 +68,6 @@ class BrowserUnavailable(Exception):
     """The browser cannot take a call now; the message says why."""
 
 
-
 RELAUNCH_BACKOFF_CAP_S = 60
 class Browser:
     """The persona's one browser: a persistent context launched at start,

@@ -10,10 +10,11 @@ deliverer then sends the same attempt again, with the same `X-Penelope-Job`
 and `X-Penelope-Attempt`.
 
 Every deliverer is an `Owner`: a random id and an exclusive flock on
-`store/deliverers/<id>.lock`, held for as long as the deliverer runs. The kernel keeps that lock for the
-life of the process and drops it when the process ends, however it ends, so
-"the owner is alive" is a question with an exact answer: another deliverer
-takes over a claimed attempt only once it can take the owner's lock itself.
+`store/deliverers/<id>.lock`, held for as long as the deliverer runs. The
+kernel keeps that lock for the life of the process and drops it when the
+process ends, however it ends, so "the owner is alive" is a question with an
+exact answer: another deliverer takes over a claimed attempt only once it
+can take the owner's lock itself.
 
 Why not a heartbeat written to the database: the claims live in SQLite, and
 the failure they must survive is SQLite's write lock held by someone else for
@@ -52,7 +53,6 @@ from jobs.webhooks import send, webhook_client
 from media_store import store as media
 
 log = logging.getLogger("penelope.webhooks")
-
 
 
 OWNER_ID_LENGTH = 24

@@ -35,7 +35,6 @@ NOTIFY_ATTEMPTS = 3
 NOTIFY_PAUSE_S = 2.0  # before the second attempt; doubled before the third
 
 
-
 def asked(run: JobRun) -> None:
     """Its plugin asks a person (`run.human`), or the question ended: both are published."""
     publish(run.parts.bus, Event.JOB_NEEDS_HUMAN if run.human else Event.JOB_PROGRESS, run.shown())
@@ -61,7 +60,7 @@ async def send(url: str, message_id: str, job_id: str, body: bytes) -> bool:
     async with webhooks.webhook_client() as client:
         for attempt in range(1, NOTIFY_ATTEMPTS + 1):
             sent = await webhooks.send(client, url, body, job_id=job_id, message_id=message_id, headers={})
-            outcome = sent.outcome  # the receiver's answer is all that counts here
+            outcome = sent.outcome
             log.info("job %s's needs_human notification to %s, attempt %d: %s", job_id, url_for_log(url), attempt, outcome)
             if outcome != DeliveryAttempt.Outcome.RETRY:
                 return outcome == DeliveryAttempt.Outcome.DELIVERED

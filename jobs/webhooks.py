@@ -119,7 +119,6 @@ class CallbackUnresolved(Exception):
     """The callback's host has no address now (perhaps only for now)."""
 
 
-
 async def submit_refusal(url: str, header: str = "X-Callback-Url") -> str | None:
     """Why a job start (or a schedule) with this callback is refused at
     submit under WEBHOOK_REFUSE_PRIVATE, in one sentence; None when it is

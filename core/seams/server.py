@@ -61,8 +61,8 @@ def bound_request_bodies(
     headers read for it. A request its choice gives a BodySink for has its
     body written to the sink as it arrives, bounded by the sink's own limit,
     and reaches the application with an empty body and the sink's `finish()`
-    in the STREAMED_HEADER; a client's own such header is removed from every request, so
-    only the sink sets it. Call it before the server runs; answers the class.
+    in the STREAMED_HEADER; a client's own such header is removed from every
+    request, so only the sink sets it. Call it before the server runs; answers the class.
     daphne is imported here, not at the top: Twisted's modules are
     import-order sensitive (core/serving.py)."""
     from daphne import http_protocol
@@ -74,8 +74,10 @@ def bound_request_bodies(
 
         def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
             self.requestHeaders.removeHeader(STREAMED_HEADER)
-            method, path = self._request_line() if streams else ("", "")
-            choose = streams.get(path.rstrip("/")) if streams else None
+            choose = None
+            if streams:
+                method, path = self._request_line()
+                choose = streams.get(path.rstrip("/"))
             if choose is not None:
                 headers = {
                     name.decode("latin-1").lower(): values[-1].decode("latin-1")
