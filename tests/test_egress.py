@@ -318,6 +318,7 @@ def test_an_allowed_name_reaches_the_ports_it_names_only(make_worker, hosts):
         ]:
             host, port = urlsplit(url).hostname, urlsplit(url).port
             answer = api.post("/main/plugin/web/open", json={"url": url})
+            assert forbidden.connections == 0, url
             assert answer.status_code == 403, (url, answer.text)
             assert answer.json()["error"] == refused("http", host, port, why)
         fetched = evaluate(api, f"fetch('http://localhost:{forbidden.port}/data').then(r => r.status, e => 'error')")
