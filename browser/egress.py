@@ -12,11 +12,16 @@ For each, the egress
 2. refuses it when any of its addresses is loopback, private, shared,
    link-local, reserved, multicast or a metadata service
    (`core.addresses.refused_address`), unless BROWSER_ALLOW names the host
-   or the address;
+   on this port, or the address (browser/allowance.py); and refuses a
+   metadata address, and the worker's own port (`WorkerPort`), whatever
+   BROWSER_ALLOW says;
 3. connects to an address it checked, never resolving again, so a name whose
    answer changes between the check and the connect (DNS rebinding) reaches
    only what was checked; directly, or through the persona's own proxy
    (PENELOPE_PROXY: http, https or socks5), asked for the checked address.
+   For a name BROWSER_ALLOW names, the check is the port, the metadata
+   addresses and the worker's port only: a new answer for it moves it to
+   another address, on the entry's ports (80 and 443 when it names none).
 
 A refused plain-http request is answered `403` with a sentence naming the
 address (and `Access-Control-Allow-Origin: *`, so a page's script can read
@@ -43,10 +48,10 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from browser.allowance import Allowance, split_host_port
+from browser.allowance import Allowance, WorkerPort, split_host_port
 from browser.http1 import UNTIL_CLOSE, Head, answer, copy, copy_body, encode
 from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream, authority
-from core.addresses import refused_address
+from core.addresses import metadata_address, refused_address
 
 log = logging.getLogger("penelope.browser")
 
@@ -75,8 +80,12 @@ class Egress:
         upstream: Upstream | None = None,
         on_refused: Callable[[str, str, str], object] | None = None,
         idle_s: float = IDLE_S,
+        worker: WorkerPort | None = None,
     ) -> None:
         self.allowance = allowance
+        # The worker's own port, refused whatever BROWSER_ALLOW says (None: a
+        # test's egress with no worker behind it).
+        self.worker = worker
         self.idle_s = idle_s
         self.upstream = upstream
         # (method, target, sentence), called on the egress's thread.
@@ -242,6 +251,8 @@ class Egress:
         why = self.refusal(host, port, addresses)
         if why is not None:
             raise Refused(why)
+        if not addresses:  # an allowed name that does not resolve
+            raise Unreachable(f"{authority(host, port)} could not be reached: {host} does not resolve")
         last: BaseException | None = None
         for address in addresses:
             try:
@@ -256,15 +267,24 @@ class Egress:
         raise Unreachable(f"{authority(host, port)} could not be reached: {reason}")
 
     def refusal(self, host: str, port: int, addresses: list[str]) -> str | None:
-        """Why a connection to `host:port` at `addresses` is refused, or None."""
-        if self.allowance.allows_name(host, port):
-            return None
+        """Why a connection to `host:port` at `addresses` is refused, or None.
+
+        Each address is judged with the port: a name BROWSER_ALLOW allows on
+        this port lets its addresses through, whatever they are, except a
+        metadata address and the worker's own port, which nothing lets
+        through. The egress connects to one of these addresses only."""
+        named = self.allowance.allows_name(host, port)
         if not addresses:
-            return f"{host} does not resolve"
+            return None if named else f"{host} does not resolve"  # an allowed name: unreachable (502), not refused
         for address in addresses:
-            if refused_address(address) and not self.allowance.allows_address(address, port):
-                shown = host if _same_address(host, address) else f"{host} ({address})"
+            shown = host if _same_address(host, address) else f"{host} ({address})"
+            allowed = named or self.allowance.allows_address(address, port)
+            if refused_address(address) and not allowed:
                 return f"{shown} is a loopback, private, link-local or metadata address"
+            if metadata_address(address):
+                return f"{shown} is a cloud metadata address, which BROWSER_ALLOW never allows"
+            if self.worker is not None and self.worker.covers(address, port):
+                return f"{shown} port {port} is the worker's own, which BROWSER_ALLOW never allows"
         return None
 
     async def _addresses(self, host: str, port: int) -> list[str]:

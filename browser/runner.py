@@ -16,7 +16,7 @@ from typing import Protocol
 from django.conf import settings
 from playwright.async_api import BrowserContext, Page, Playwright, Request, Response, async_playwright
 
-from browser.allowance import Allowance
+from browser.allowance import Allowance, WorkerPort
 from browser.cookies import CookieJar
 from browser.egress import Egress
 from browser.flags import CHROMIUM_ARGS, GUARDED_ARGS, clear_driver_tap, set_driver_options
@@ -171,6 +171,7 @@ class Browser:
                 Allowance.parse(settings.BROWSER_ALLOW),
                 Upstream.from_url(settings.PENELOPE_PROXY),
                 on_refused=self._egress_refused,
+                worker=WorkerPort.of(settings.PENELOPE_HOST, settings.PENELOPE_PORT),
             )
             egress.start()
             self.egress = egress

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import ipaddress
 
+# A cloud's metadata and credential services: refused by both guards, and
+# never let through by the browser's BROWSER_ALLOW (browser/allowance.py).
 METADATA_ADDRESSES = {
-    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack
+    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, Oracle
     ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
+    ipaddress.ip_address("169.254.170.2"),  # AWS ECS, a task's credentials
+    ipaddress.ip_address("169.254.170.23"),  # AWS EKS Pod Identity, a pod's credentials
+    ipaddress.ip_address("fd00:ec2::23"),  # the same over IPv6
     ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
 }
 
@@ -38,10 +43,21 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-def refused_address(address: str) -> bool:
+def judged(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address a connection to `address` reaches, as the guards judge
+    it: without an IPv6 zone, and the IPv4 address an IPv6 one embeds."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = embedded_ipv4(ip)
         if embedded is not None:
-            ip = embedded
+            return embedded
+    return ip
+
+
+def refused_address(address: str) -> bool:
+    ip = judged(address)
     return ip in METADATA_ADDRESSES or not ip.is_global or ip.is_multicast
+
+
+def metadata_address(address: str) -> bool:
+    return judged(address) in METADATA_ADDRESSES

@@ -157,8 +157,8 @@ WEBHOOK_REFUSE_PRIVATE = env_bool("WEBHOOK_REFUSE_PRIVATE", False)
 # Opt-in: the browser refuses connections into them too, every one through
 # its egress proxy (browser/egress.py).
 BROWSER_REFUSE_PRIVATE = env_bool("BROWSER_REFUSE_PRIVATE", False)
-# Under BROWSER_REFUSE_PRIVATE, the exceptions: space-separated host,
-# host:port or CIDR network (an intranet site one persona must use).
+# Under BROWSER_REFUSE_PRIVATE, the exceptions (browser/allowance.py): name
+# (80, 443), name:port, address, address:port or CIDR network, space-separated.
 BROWSER_ALLOW = env_str("BROWSER_ALLOW")
 MEDIA_TTL_S = env_float("MEDIA_TTL_S", 300)
 MEDIA_AFTER_DELIVERY_S = env_float("MEDIA_AFTER_DELIVERY_S", 300)

@@ -175,7 +175,8 @@ def plugin_operation(method: str, jobs: JobStarter | None) -> dict[str, Any]:
 BROWSER_REFUSED = (
     "A read key, which may not act; or, under BROWSER_REFUSE_PRIVATE, the browser's egress guard refused a "
     "navigation of the page at some hop (a loopback, private, link-local or metadata address, or a name that "
-    "does not resolve, that BROWSER_ALLOW does not name): the sentence names the address."
+    "does not resolve, that BROWSER_ALLOW does not name; a metadata address or the worker's own port, which it "
+    "never allows): the sentence names the address."
 )
 
 

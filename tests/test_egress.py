@@ -287,3 +287,40 @@ def test_the_guard_chains_to_the_personas_proxy_asking_for_the_checked_address(m
         assert hosts["forbidden"].connections == 0
     finally:
         chained.close()
+
+
+def test_an_allowed_name_reaches_the_ports_it_names_only(make_worker, hosts):
+    """`localhost` allowed bare (80 and 443) and on the site's port: the name
+    resolves to loopback, where a second service listens on a port the
+    entries do not name, and the worker itself. Neither is reached, not even
+    the worker's port named outright, by name or by address."""
+    site_port, forbidden = hosts["site"].server_address[1], hosts["forbidden"]
+    worker = make_worker({"BROWSER_REFUSE_PRIVATE": "1"}, start=False)
+    worker.env["BROWSER_ALLOW"] = f"localhost localhost:{site_port} localhost:{worker.port} 127.0.0.1:{worker.port}"
+    worker.start()
+    with worker.client() as api:
+        opened = api.post("/main/plugin/web/open", json={"url": f"http://localhost:{site_port}/named-port"})
+        assert opened.status_code == 200, opened.text
+        assert "/named-port" in hosts["site"].paths
+        for url, why in [
+            (
+                f"http://localhost:{forbidden.port}/",
+                "localhost (127.0.0.1) is a loopback, private, link-local or metadata address",
+            ),
+            (
+                f"http://localhost:{worker.port}/api/v1/health",
+                f"localhost (127.0.0.1) port {worker.port} is the worker's own, which BROWSER_ALLOW never allows",
+            ),
+            (
+                f"http://127.0.0.1:{worker.port}/api/v1/health",
+                f"127.0.0.1 port {worker.port} is the worker's own, which BROWSER_ALLOW never allows",
+            ),
+        ]:
+            host, port = urlsplit(url).hostname, urlsplit(url).port
+            answer = api.post("/main/plugin/web/open", json={"url": url})
+            assert forbidden.connections == 0, url
+            assert answer.status_code == 403, (url, answer.text)
+            assert answer.json()["error"] == refused("http", host, port, why)
+        fetched = evaluate(api, f"fetch('http://localhost:{forbidden.port}/data').then(r => r.status, e => 'error')")
+        assert fetched == 403
+    assert forbidden.connections == 0

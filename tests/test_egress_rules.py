@@ -12,7 +12,7 @@ import threading
 import httpx
 import pytest
 
-from browser.allowance import Allowance
+from browser.allowance import Allowance, WorkerPort
 from browser.egress import Egress
 from browser.upstream import Upstream
 from tests.support.relay import pipe
@@ -20,7 +20,7 @@ from tests.support.relay import pipe
 
 def test_browser_allow_reads_hosts_ports_and_networks():
     allowance = Allowance.parse("intranet.corp  wiki.corp:8443 10.2.0.0/16 127.0.0.1:8001 [::1]:9000 192.168.7.7")
-    assert allowance.allows_name("INTRANET.corp.", 443) and allowance.allows_name("intranet.corp", 1)
+    assert allowance.allows_name("INTRANET.corp.", 443) and allowance.allows_name("intranet.corp", 80)
     assert allowance.allows_name("wiki.corp", 8443) and not allowance.allows_name("wiki.corp", 443)
     assert allowance.allows_address("10.2.255.1", 80) and not allowance.allows_address("10.3.0.1", 80)
     assert allowance.allows_address("127.0.0.1", 8001) and not allowance.allows_address("127.0.0.1", 8002)
@@ -38,7 +38,7 @@ def test_a_browser_allow_entry_that_is_none_of_them_is_refused_naming_it(entry):
 def test_what_is_refused_and_why():
     egress = Egress(Allowance.parse("intranet.corp 127.0.0.1:8001"))
     assert egress.refusal("example.com", 443, ["93.184.215.14"]) is None
-    assert egress.refusal("intranet.corp", 443, ["10.0.0.8"]) is None  # named: whatever it resolves to
+    assert egress.refusal("intranet.corp", 443, ["10.0.0.8"]) is None  # named: whatever it resolves to, on 443
     assert egress.refusal("127.0.0.1", 8001, ["127.0.0.1"]) is None
     assert egress.refusal("127.0.0.1", 8002, ["127.0.0.1"]) == "127.0.0.1 is a loopback, private, link-local or metadata address"
     # A name with one private address among public ones is refused, naming that address.
@@ -46,6 +46,117 @@ def test_what_is_refused_and_why():
         "rebind.example (169.254.169.254) is a loopback, private, link-local or metadata address"
     )
     assert egress.refusal("nowhere.invalid", 80, []) == "nowhere.invalid does not resolve"
+
+
+def test_a_name_entry_allows_the_ports_it_names_80_and_443_when_none():
+    """A name's answer is its owner's to change: re-pointed at another
+    loopback address, the name reaches it on 80 and 443, no other port."""
+    egress = Egress(Allowance.parse("intranet.corp"))
+    for port in (80, 443):
+        assert egress.refusal("intranet.corp", port, ["127.0.0.1"]) is None
+        assert egress.refusal("Intranet.Corp.", port, ["127.0.0.2"]) is None  # re-pointed: its ports still
+    for port in (1, 22, 5000, 8080, 8443):
+        assert egress.refusal("intranet.corp", port, ["127.0.0.2"]) == (
+            "intranet.corp (127.0.0.2) is a loopback, private, link-local or metadata address"
+        )
+    assert egress.refusal("intranet.corp", 8080, ["93.184.215.14"]) is None  # a public answer needs no entry
+    assert not egress.allowance.allows_name("other.corp", 443)
+    # With ports, those ports only; a bare entry beside them adds 80 and 443.
+    egress = Egress(Allowance.parse("wiki.corp:8443 wiki.corp:8080 [::1]:9000"))
+    assert egress.refusal("wiki.corp", 8443, ["10.0.0.9"]) is None
+    assert egress.refusal("wiki.corp", 8080, ["::1"]) is None
+    for port in (80, 443, 9000):
+        assert egress.refusal("wiki.corp", port, ["10.0.0.9"]) == (
+            "wiki.corp (10.0.0.9) is a loopback, private, link-local or metadata address"
+        )
+    both = Egress(Allowance.parse("wiki.corp:8443 wiki.corp"))
+    assert all(both.refusal("wiki.corp", port, ["10.0.0.9"]) is None for port in (80, 443, 8443))
+    assert both.refusal("wiki.corp", 8080, ["10.0.0.9"]) is not None
+
+
+WORKER = 5000
+ALL_OPEN = f"localhost:{WORKER} penelope.internal:{WORKER} 127.0.0.1:{WORKER} [::1]:{WORKER} 0.0.0.0/0 ::/0"
+
+
+@pytest.mark.parametrize(
+    ("host", "addresses"),
+    [
+        ("localhost", ["127.0.0.1"]),
+        ("penelope.internal", ["127.0.0.2"]),  # a name re-pointed at another loopback address
+        ("127.0.0.1", ["127.0.0.1"]),
+        ("127.9.9.9", ["127.9.9.9"]),
+        ("::1", ["::1"]),
+        ("::ffff:127.0.0.1", ["::ffff:127.0.0.1"]),
+        ("0.0.0.0", ["0.0.0.0"]),
+        ("::", ["::"]),
+        ("localhost", ["93.184.215.14", "127.0.0.1"]),  # one of its answers is enough
+    ],
+)
+def test_the_workers_own_port_is_refused_through_any_entry(host, addresses):
+    egress = Egress(Allowance.parse(ALL_OPEN), worker=WorkerPort.of("127.0.0.1", WORKER))
+    why = egress.refusal(host, WORKER, addresses)
+    assert why is not None and why.endswith(f"port {WORKER} is the worker's own, which BROWSER_ALLOW never allows")
+    assert egress.refusal(host, WORKER + 1, addresses) is None  # the entries' other ports stay open
+
+
+def test_the_workers_own_port_on_the_addresses_it_listens_on():
+    """On one address: that address and loopback. On every address (or a
+    name): every address that is not global, the host's own among them."""
+    allowance = Allowance.parse("0.0.0.0/0 ::/0")
+    one = Egress(allowance, worker=WorkerPort.of("10.0.0.5", WORKER))
+    assert (
+        one.refusal("10.0.0.5", WORKER, ["10.0.0.5"])
+        == "10.0.0.5 port 5000 is the worker's own, which BROWSER_ALLOW never allows"
+    )
+    assert one.refusal("127.0.0.1", WORKER, ["127.0.0.1"]) is not None
+    assert one.refusal("10.0.0.6", WORKER, ["10.0.0.6"]) is None
+    for host in ("0.0.0.0", "::", "", "[::]", "penelope-0.penelope"):
+        every = Egress(allowance, worker=WorkerPort.of(host, WORKER))
+        for address in ("10.0.0.6", "192.168.1.2", "100.64.0.1", "fd12::1", "127.0.0.1", "::ffff:10.1.1.1"):
+            assert every.refusal(address, WORKER, [address]) is not None, (host, address)
+            assert every.refusal(address, WORKER + 1, [address]) is None
+        assert every.refusal("example.com", WORKER, ["93.184.215.14"]) is None  # not the host's: a public address
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "169.254.169.254",
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "169.254.170.2",
+        "169.254.170.23",
+        "fd00:ec2::23",
+        "::ffff:169.254.169.254",
+        "64:ff9b::a9fe:a9fe",
+    ],
+)
+def test_a_metadata_address_is_refused_even_when_an_entry_allows_it(address):
+    allowance = Allowance.parse("metadata.corp metadata.corp:8080 169.254.0.0/16 100.64.0.0/10 fd00::/8 0.0.0.0/0 ::/0")
+    egress = Egress(allowance, worker=WorkerPort.of("127.0.0.1", WORKER))
+    for host, port in [("metadata.corp", 80), ("metadata.corp", 8080), (address, 80)]:
+        shown = host if host == address else f"{host} ({address})"
+        assert (
+            egress.refusal(host, port, [address])
+            == f"{shown} is a cloud metadata address, which BROWSER_ALLOW never allows"
+        )
+    assert egress.refusal("169.254.1.1", 80, ["169.254.1.1"]) is None  # the network's other addresses stay allowed
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "169.254.169.254",
+        "169.254.169.254/32",
+        "169.254.169.254:80",
+        "[fd00:ec2::254]:80",
+        "100.100.100.200",
+        "::ffff:169.254.169.254",
+    ],
+)
+def test_an_entry_naming_a_metadata_address_is_refused_naming_it(entry):
+    with pytest.raises(ValueError, match=r"BROWSER_ALLOW: .* is a cloud metadata address"):
+        Allowance.parse(entry)
 
 
 def test_a_personas_proxy_must_be_one_the_egress_can_chain_to():
