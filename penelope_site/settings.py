@@ -222,6 +222,14 @@ MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # have queued for a client that reads slowly before the oldest are dropped.
 MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
 EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+# A CDP client (cdp/sockets.py): the MiB of Chromium's messages that may wait
+# for a client that reads slowly before its connection closes with 4008, and
+# how long a closing connection waits for its client to read up to the close
+# before it is dropped.
+CDP_QUEUE_MB = env_float("CDP_QUEUE_MB", 128)
+CDP_CLOSE_WAIT_S = env_float("CDP_CLOSE_WAIT_S", 10)
+if not (CDP_QUEUE_MB > 0 and CDP_CLOSE_WAIT_S > 0):
+    raise ValueError("CDP_QUEUE_MB and CDP_CLOSE_WAIT_S must be more than 0.")
 # The live view of a page (live/): viewers at once per page, the frames a
 # second each page's screencast sends at most, their JPEG quality (1 to 100)
 # and their largest side in pixels (a larger viewport is scaled down).
