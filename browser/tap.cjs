@@ -76,10 +76,13 @@ function tap(child) {
   child.stdio[4] = view;
 
   const ours = new Set();
+  let browserPaused = false;  // Chromium is not read while the worker has HOLD bytes to take
   let pending = [];  // the start of a message from Chromium not yet ended
   let unsent = [];  // the start of a message from the worker not yet ended
   const worker = net.createConnection(socketPath);
   worker.on('error', () => worker.destroy());
+  // A worker that goes while Chromium is paused for it must not leave Playwright's messages paused too.
+  worker.on('close', () => { if (browserPaused) { browserPaused = false; fromBrowser.resume(); } });
 
   const sessionOf = (buffer, start, end) => {
     if (end - start < SESSION_TAIL.length + 4 || buffer[end - 1] !== 125 || buffer[end - 2] !== 34) return null;
@@ -102,7 +105,6 @@ function tap(child) {
       if (answer.result && answer.result.sessionId) ours.add(answer.result.sessionId);
     }
   };
-  let browserPaused = false;
   const toWorker = (buffer, start, end) => {
     const text = buffer.toString('utf8', start, end);
     learn(text);
