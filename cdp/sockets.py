@@ -168,7 +168,8 @@ class Connection:
 
     def deliver(self, text: str) -> None:
         """A message to the client, in order: sent at once when nothing waits
-        before it and the connection takes bytes, else queued for the sender. Nothing goes once the connection closes."""
+        before it and the connection takes bytes, else queued for the sender.
+        Nothing goes once the connection closes."""
         if self.closing is not None:
             return
         if not self.queue and self.now is not None and (
