@@ -21,6 +21,12 @@
 //   parsing the rest. A session attached on one of the worker's sessions
 //   (Target.attachedToTarget) is the worker's too, until it detaches.
 //
+// What the tap holds is bounded: while Chromium's pipe does not take the
+// worker's messages, the tap stops reading the worker (whose own writes then
+// wait, browser/tap.py); while the worker has not taken HOLD bytes of
+// Chromium's, the tap stops reading Chromium, Playwright's messages with them
+// (the worker's event loop reads both).
+//
 // The worker is reached on the Unix socket PENELOPE_CDP_TAP names. The
 // worker accepts it only from its own child (it reads the peer's
 // credentials): no other process reaches the pipe, and no port is opened.
@@ -39,6 +45,7 @@ if (process.env.NODE_OPTIONS)
 const NUL = 0;
 const SESSION_TAIL = Buffer.from('"sessionId":"');
 const PLAYWRIGHT_CLOSE = '{"id":-9999,';
+const HOLD = 8 * 1024 * 1024;  // bytes of Chromium's messages waiting for the worker before the tap stops reading Chromium
 
 if (socketPath) {
   const spawn = childProcess.spawn;
@@ -69,10 +76,13 @@ function tap(child) {
   child.stdio[4] = view;
 
   const ours = new Set();
+  let browserPaused = false;  // Chromium is not read while the worker has HOLD bytes to take
   let pending = [];  // the start of a message from Chromium not yet ended
   let unsent = [];  // the start of a message from the worker not yet ended
   const worker = net.createConnection(socketPath);
   worker.on('error', () => worker.destroy());
+  // A worker that goes while Chromium is paused for it must not leave Playwright's messages paused too.
+  worker.on('close', () => { if (browserPaused) { browserPaused = false; fromBrowser.resume(); } });
 
   const sessionOf = (buffer, start, end) => {
     if (end - start < SESSION_TAIL.length + 4 || buffer[end - 1] !== 125 || buffer[end - 2] !== 34) return null;
@@ -98,7 +108,13 @@ function tap(child) {
   const toWorker = (buffer, start, end) => {
     const text = buffer.toString('utf8', start, end);
     learn(text);
-    if (!worker.destroyed) worker.write(text + '\0');
+    if (worker.destroyed) return;
+    worker.write(text + '\0');
+    if (worker.writableLength > HOLD && !browserPaused) {
+      browserPaused = true;
+      fromBrowser.pause();
+      worker.once('drain', () => { browserPaused = false; fromBrowser.resume(); });
+    }
   };
 
   fromBrowser.on('data', (chunk) => {
@@ -140,6 +156,7 @@ function tap(child) {
     if (view.listenerCount('error')) view.emit('error', error);
   });
 
+  let workerPaused = false;
   worker.on('data', (chunk) => {
     const last = chunk.lastIndexOf(NUL);
     if (last === -1) {
@@ -147,7 +164,11 @@ function tap(child) {
       return;
     }
     unsent.push(chunk.subarray(0, last + 1));
-    if (toBrowser.writable) toBrowser.write(unsent.length === 1 ? unsent[0] : Buffer.concat(unsent));
+    if (toBrowser.writable && !toBrowser.write(unsent.length === 1 ? unsent[0] : Buffer.concat(unsent)) && !workerPaused) {
+      workerPaused = true;
+      worker.pause();
+      toBrowser.once('drain', () => { workerPaused = false; worker.resume(); });
+    }
     unsent = last + 1 < chunk.length ? [chunk.subarray(last + 1)] : [];
   });
 }

@@ -19,6 +19,15 @@ driver runs, so no later child loads it. No port is ever opened.
 Each launch starts a driver of its own (browser/runner.py), whose tap
 connects when it spawns Chromium; `link()` is the one of the browser that
 runs now. A link closes when its browser's pipe does.
+
+What each side holds is bounded. The worker writes a large message (a CDP
+client's, up to 64 MiB) in parts of PART characters, each once the tap took
+the one before (asyncio's flow control, past HIGH_WATER bytes), a turn of
+the event loop apart: no one step holds the loop for the whole message, and
+`wait_drained` lets a CDP connection read its client's next message only
+once the last is on its way. The tap stops reading the worker while
+Chromium's pipe is full, and stops reading Chromium while the worker has not
+taken what it has (tap.cjs).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import shutil
 import socket
 import struct
 import tempfile
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from core.procfs import command_line, parent_pid
@@ -40,6 +50,10 @@ log = logging.getLogger("penelope.browser")
 HOOK = Path(__file__).with_name("tap.cjs")
 SOCKET_ENV = "PENELOPE_CDP_TAP"
 DRIVER_COMMAND = "run-driver"  # in the command line of Playwright's driver (`node cli.js run-driver`)
+# Characters of a message written to the tap in one step; a longer one goes in parts.
+PART = 1024 * 1024
+# Bytes the link's transport holds for the tap before the link waits for it to take them.
+HIGH_WATER = 4 * 1024 * 1024
 
 
 class TapUnavailable(RuntimeError):
@@ -59,9 +73,17 @@ class Link(asyncio.Protocol):
         self.on_close: Callable[[], None] = lambda: None
         self.closed = False
         self._pending: list[bytes] = []
+        # Messages to the tap that wait their turn: a text, or a message's JSON in pieces (cdp/mux.py).
+        self._outbox: deque[str | Iterable[str]] = deque()
+        self._writer: asyncio.Future | None = None  # writes the outbox, part by part
+        self._taking = asyncio.Event()  # the transport takes more (asyncio's pause_writing clears it)
+        self._taking.set()
+        self._drained = asyncio.Event()  # nothing waits to be written
+        self._drained.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=HIGH_WATER)  # type: ignore[attr-defined]
         if self.taken is None:
             return
         peer = _peer_pid(transport.get_extra_info("socket"))
@@ -94,11 +116,76 @@ class Link(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._outbox.clear()
+        self._taking.set()
+        self._drained.set()
         self.on_close()
 
-    def send(self, text: str) -> None:
-        if self.transport is not None and not self.closed:
+    def pause_writing(self) -> None:
+        self._taking.clear()
+        self._drained.clear()
+
+    def resume_writing(self) -> None:
+        self._taking.set()
+        self._settle()
+
+    @property
+    def drained(self) -> bool:
+        """Whether every message sent is on its way to the tap (or the link closed)."""
+        return self._drained.is_set()
+
+    async def wait_drained(self) -> None:
+        await self._drained.wait()
+
+    def send(self, text: str | Iterable[str]) -> None:
+        """Write a message to the tap, after those still waiting: a text, or
+        its pieces (a large message, written in parts as the tap takes them)."""
+        if self.transport is None or self.closed:
+            return
+        if isinstance(text, str) and len(text) <= PART and self._writer is None and self._taking.is_set():
             self.transport.write(text.encode() + b"\0")
+            return
+        self._outbox.append(text)
+        self._drained.clear()
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_out())
+
+    async def _write_out(self) -> None:
+        try:
+            while self._outbox and not self.closed:
+                message = self._outbox.popleft()
+                pieces = (
+                    (message[start : start + PART] for start in range(0, len(message), PART))
+                    if isinstance(message, str)
+                    else message
+                )
+                part: list[str] = []
+                size = 0
+                for piece in pieces:
+                    part.append(piece)
+                    size += len(piece)
+                    if size >= PART:
+                        await self._write("".join(part))
+                        part, size = [], 0
+                part.append("\0")
+                await self._write("".join(part))
+        except Exception:  # a message that cannot be written: the pipe is in an unknown state
+            log.exception("a message to the driver's tap could not be written; the link closes")
+            self.close()
+        finally:
+            self._writer = None
+            self._settle()
+
+    async def _write(self, part: str) -> None:
+        """One part, once the transport takes more; then the loop serves others."""
+        await self._taking.wait()
+        if self.transport is not None and not self.closed:
+            self.transport.write(part.encode())
+            await asyncio.sleep(0)
+
+    def _settle(self) -> None:
+        if self.closed or (self._writer is None and not self._outbox and self._taking.is_set()):
+            self._drained.set()
 
     def close(self) -> None:
         if self.transport is not None:

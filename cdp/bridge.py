@@ -44,6 +44,8 @@ CONTEXT_CALLS = frozenset({
     "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
 })
 SESSION_TARGET_CALLS = frozenset({"Target.setAutoAttach", "Target.detachFromTarget", "Target.getTargetInfo"})
+# Characters of a client's message past which it is passed on in parts (cdp/mux.py, `json_pieces`).
+LARGE_MESSAGE = 1024 * 1024
 
 
 class Bridge(Targets):
@@ -70,11 +72,13 @@ class Bridge(Targets):
         self.envelope_ids = itertools.count(-1, -1)
         self.ended = False
         self.gone: Callable[[str], None] | None = None  # told when the browser goes under it
+        self.large = False  # the client's message being passed on is large: the mux writes it in parts
         mux.bridges.add(self)
 
     # --- from the client -------------------------------------------------------------
 
     async def receive(self, text: str) -> None:
+        self.large = len(text) > LARGE_MESSAGE
         try:
             message = json.loads(text)
             call_id, method = message["id"], message["method"]
@@ -166,7 +170,7 @@ class Bridge(Targets):
         (`Target.sendMessageToTarget`), whose answers come back inside its
         events. `failed` hears why when a session on the way is gone."""
         if len(route) == 1:
-            if not self.mux.post(route[0], call_id, method, params, None if client else _dropped):
+            if not self.mux.post(route[0], call_id, method, params, None if client else _dropped, large=self.large):
                 failed("Session with given id not found.")
             return
         message = json.dumps({"id": call_id, "method": method, "params": params})

@@ -24,10 +24,13 @@ import asyncio
 import itertools
 import json
 import logging
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Protocol
 
+from browser.tap import PART
+
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from playwright.async_api import BrowserContext
 
@@ -109,11 +112,13 @@ class Mux:
 
     def post(
         self, session_id: str, call_id: int, method: str, params: dict[str, Any], answered: Callable[[str], None] | None = None,
+        *, large: bool = False,
     ) -> bool:
         """Send a message into a page's session now, so messages keep their
         order: False, and nothing sent, when the session is gone already.
         Its answer, with `call_id` for its id and ending with the session's
-        id, goes to the session's owner (`from_target`), or to `answered`."""
+        id, goes to the session's owner (`from_target`), or to `answered`.
+        A `large` message is written as its JSON is made, in parts."""
         owner = self.owners.get(session_id)
         if self.closed or owner is None:
             return False
@@ -126,16 +131,18 @@ class Mux:
                 rest = rest[:-1] + tail
             to(f'{{"id":{call_id}{rest}')
 
-        self._send(session_id, method, params, relay)
+        self._send(session_id, method, params, relay, large=large)
         return True
 
-    def _send(self, session_id: str | None, method: str, params: dict[str, Any], answered: Callable[[str, int], None]) -> None:
+    def _send(
+        self, session_id: str | None, method: str, params: dict[str, Any], answered: Callable[[str, int], None], *, large: bool = False,
+    ) -> None:
         wire = next(self._ids)
         self._waiting[wire] = answered
         message = {"id": wire, "method": method, "params": params}
         if session_id:
             message["sessionId"] = session_id
-        self.link.send(json.dumps(message, separators=(",", ":")))
+        self.link.send(json_pieces(message) if large else json.dumps(message, separators=(",", ":")))
 
     async def attach(self, target_id: str, owner: Owner) -> str:
         """Attach `target_id` as a flat session for `owner`: the session's id.
@@ -225,6 +232,36 @@ class Mux:
             bridge.browser_gone()
         self.bridges.clear()
         self.owners.clear()
+
+
+def json_pieces(value: Any) -> Iterator[str]:
+    """`json.dumps(value, separators=(",", ":"))` in pieces, for a value
+    parsed from JSON: a long string is escaped a PART at a time (escaping
+    is per character, and `json.loads` joins a surrogate pair into one), so
+    writing a large message never spends long in one step (browser/tap.py)."""
+    if isinstance(value, str):
+        if len(value) <= PART:
+            yield encode_basestring_ascii(value)
+            return
+        yield '"'
+        for start in range(0, len(value), PART):
+            yield encode_basestring_ascii(value[start:start + PART])[1:-1]
+        yield '"'
+    elif isinstance(value, dict):
+        yield "{"
+        for number, (key, item) in enumerate(value.items()):
+            yield f"{',' if number else ''}{encode_basestring_ascii(str(key))}:"
+            yield from json_pieces(item)
+        yield "}"
+    elif isinstance(value, list):
+        yield "["
+        for number, item in enumerate(value):
+            if number:
+                yield ","
+            yield from json_pieces(item)
+        yield "]"
+    else:
+        yield json.dumps(value)
 
 
 def _report(done: asyncio.Future, failed: Callable[[str], None]) -> None:

@@ -14,7 +14,17 @@ thread to close database connections this socket never opens) would cost
 each step more than the bridge itself does (docs/BENCHMARKS.md, "Issue 43").
 
 An open connection counts as a request in flight: a sleepy worker stays
-awake while a script drives a page.
+awake while a script drives a page. It stops counting as soon as it closes,
+whether or not its client reads the close.
+
+What each connection holds is bounded both ways. Chromium's messages wait
+for a client that reads slowly up to CDP_QUEUE_MB; past that the queue is
+dropped and the connection closes with 4008, the close sent after the one
+message the connection already took, and the client has CDP_CLOSE_WAIT_S to
+read up to it before the connection is dropped. A client's own message is
+read only once the one before it has gone on to the tap (browser/tap.py):
+while a large one is written there, in parts, nothing more is read from the
+client, and the event loop serves everything else between the parts.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from playwright.async_api import Error as PlaywrightError
@@ -37,13 +47,16 @@ from core.runtime import runtime_of
 from core.seams import send_at_once
 from core.writable import Writable
 
+if TYPE_CHECKING:
+    from browser.tap import Link
+
 log = logging.getLogger("penelope.cdp")
 
 # Close codes: the grant ended (token expired, lease ended, revoked), the
-# browser or the page's tab went, the client reads too slowly.
+# browser or the page's tab went, the client reads too slowly. A message past
+# the size limit is closed by the server itself with 1009 (core/serving.py).
 ENDED, BROWSER_GONE, TOO_SLOW = 4001, 4002, 4008
-# Characters of messages to the client queued at once before it counts as too slow.
-MAX_QUEUED = 128 * 1024 * 1024
+MIB = 1024 * 1024
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -80,6 +93,7 @@ class Connection:
         self.send = send
         self.queue: deque[str] = deque()
         self.queued = 0  # characters in the queue
+        self.bound = int(settings.CDP_QUEUE_MB * MIB)  # characters queued at once before it counts as too slow
         self.fresh = asyncio.Event()
         self.why = "The client disconnected."
         self.closing: tuple[int, str] | None = None
@@ -87,6 +101,8 @@ class Connection:
         self.writable = Writable.of(send)
         self.now = send_at_once(send)  # daphne's send, without a task woken per message
         self.bridge: Bridge | None = None
+        self.started_at = 0.0
+        self.counted = False  # in requests_in_flight and the hub's open connections
 
     async def serve(self, mux: Any, home: str, receive: Receive) -> None:
         runtime, grant = self.runtime, self.grant
@@ -100,7 +116,8 @@ class Connection:
             max(0.0, grant.expires_at - time.time()), lambda: runtime.cdp.grants.end(grant, "The token expired.")
         )
         runtime.tracker.requests_in_flight += 1
-        started_at = runtime.cdp.opened(grant.page_id, self.who)
+        self.started_at = runtime.cdp.opened(grant.page_id, self.who)
+        self.counted = True
         sender = runtime.tasks.spawn(self._send_all(), about="a CDP client's messages")
         if not grant.usable():  # ended while the connection opened
             self.end("The lease ended.")
@@ -113,6 +130,8 @@ class Connection:
                 if kind == "websocket.receive" and self.closing is None:
                     text = message.get("text")
                     await bridge.receive(text if text is not None else (message.get("bytes") or b"").decode("utf-8", "replace"))
+                    if not mux.link.drained:  # a large message is still written to the tap, in parts
+                        await self._read_once_drained(mux.link)
         finally:
             expiry.cancel()
             sender.cancel()
@@ -122,16 +141,38 @@ class Connection:
                 runtime.cdp.grants.end(grant, self.why)
                 await bridge.close()
             finally:
-                runtime.tracker.requests_in_flight -= 1
-                runtime.tracker.touch()
-                runtime.cdp.closed(grant.page_id, self.who, self.why, started_at)
+                self._uncount()
+
+    def _uncount(self) -> None:
+        """The connection no longer counts as work, and the log says why it ended."""
+        if self.counted:
+            self.counted = False
+            self.runtime.tracker.requests_in_flight -= 1
+            self.runtime.tracker.touch()
+            self.runtime.cdp.closed(self.grant.page_id, self.who, self.why, self.started_at)
+
+    async def _read_once_drained(self, link: Link) -> None:
+        """Read nothing more from the client until the tap took its last
+        message: Twisted stops reading the connection meanwhile, so what the
+        client sends waits in its own buffers, not in the worker."""
+        transport = self.writable.transport if self.writable is not None else None
+        if transport is not None:
+            transport.pauseProducing()
+        try:
+            await link.wait_drained()
+        finally:
+            if transport is not None:
+                transport.resumeProducing()
 
     # --- to the client -------------------------------------------------------------------
 
     def deliver(self, text: str) -> None:
         """A message to the client, in order: sent at once when nothing waits
-        before it and the connection takes bytes, else queued for the sender."""
-        if not self.queue and self.closing is None and self.now is not None and (
+        before it and the connection takes bytes, else queued for the sender.
+        Nothing goes once the connection closes."""
+        if self.closing is not None:
+            return
+        if not self.queue and self.now is not None and (
             self.writable is None or self.writable.open.is_set()
         ):
             try:
@@ -143,39 +184,48 @@ class Connection:
         self.queue.append(text)
         self.queued += len(text)
         self.fresh.set()
-        if self.queued > MAX_QUEUED:
-            self.queue.clear()
-            self.queued = 0
+        if self.queued > self.bound:
             self.end("The client read its messages too slowly.", TOO_SLOW)
 
     def end(self, why: str, code: int = ENDED) -> None:
         """Close the connection, saying why. The bridge lets go of the page at
         once (its sessions detached, its tabs closed), whether or not the
-        client reads: what was queued for it is dropped."""
-        if self.closing is None:
-            self.why = why
-            self.closing = (code, why[:120])
-            self.queue.clear()
-            self.queued = 0
-            self.fresh.set()
-            if self.bridge is not None:
-                self.runtime.tasks.spawn(self.bridge.close(), about="a CDP client's bridge, closing")
+        client reads: what was queued for it is dropped. The close goes at
+        once, after what the connection took already (the sender may wait
+        for a client that reads nothing: it is not waited for), and the
+        connection stops counting as work."""
+        if self.closing is not None:
+            return
+        self.why = why
+        self.closing = (code, why[:120])
+        self.queue.clear()
+        self.queued = 0
+        if self.now is not None:
+            try:
+                self.now({"type": "websocket.close", "code": code, "reason": self.closing[1]})
+            except Exception:  # the connection went already
+                log.debug("a CDP client's connection went as it was closed", exc_info=True)
+        self.fresh.set()  # the sender sends the close when it could not go at once, else stops
+        if self.bridge is not None:
+            self.runtime.tasks.spawn(self.bridge.close(), about="a CDP client's bridge, closing")
+        self._uncount()
 
     async def _send_all(self) -> None:
+        """What was queued, in order, as the connection takes it."""
         try:
-            while True:
+            while self.closing is None:
                 await self.fresh.wait()
                 self.fresh.clear()
-                while self.queue:
+                while self.queue and self.closing is None:
                     if self.writable is not None and not self.writable.open.is_set():
                         await self.writable.open.wait()
+                        continue  # the connection may have closed meanwhile, its queue dropped
                     text = self.queue.popleft()
                     self.queued -= len(text)
                     await self.send({"type": "websocket.send", "text": text})
-                if self.closing is not None:
-                    code, reason = self.closing
-                    await self.send({"type": "websocket.close", "code": code, "reason": reason})
-                    return
+            if self.now is None:
+                code, reason = self.closing
+                await self.send({"type": "websocket.close", "code": code, "reason": reason})
         except Exception as error:  # daphne raises on a send after the connection closed
             log.debug("a CDP client's connection went while it was sent to", exc_info=True)
             self.why = f"The connection failed: {error}"

@@ -124,12 +124,14 @@ def run_daphne(
     server_name: str = "worker",
     page_of: Callable[[str], str | None] | None = None,
     streams: Mapping[str, StreamChoice] | None = None,
+    socket_close_wait_s: float | None = None,
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
     runs once the port is bound. Request bodies are bounded as they arrive
     (core/bounded_http.py); each status goes out with its standard reason
-    phrase (`reason_phrase`). Answers whether the port could be bound."""
+    phrase (`reason_phrase`). A CDP socket's close waits `socket_close_wait_s`
+    for its client's (core/seams, piece 16). Answers whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
     from twisted.internet.error import ReactorNotRunning
@@ -140,7 +142,7 @@ def run_daphne(
 
     bounded_http.install(server_name, page_of, streams)
     name_statuses(reason_phrase)  # daphne writes Twisted's phrase, which is "Unknown Status" for a 429
-    size_socket_messages(socket_message_limit)  # a CDP client's screenshots pass daphne's 1 MiB
+    size_socket_messages(socket_message_limit, socket_close_wait_s)  # a CDP client's screenshots pass daphne's 1 MiB
     server = daphne.server.Server(
         application=application,
         endpoints=[f"tcp:port={port}:interface={host}"],

@@ -118,9 +118,7 @@ PENELOPE_HEADLESS = env_bool("PENELOPE_HEADLESS", True)
 # it off (docs/guides/SCALING.md says what that gives up).
 CHROMIUM_SANDBOX = env_bool("CHROMIUM_SANDBOX", os.geteuid() != 0)
 PENELOPE_PLUGINS = [
-    name.strip()
-    for name in env_str("PENELOPE_PLUGINS", "plugins.web,plugins.demo").split(",")
-    if name.strip()
+    name.strip() for name in env_str("PENELOPE_PLUGINS", "plugins.web,plugins.demo").split(",") if name.strip()
 ]
 PENELOPE_DEMO = env_bool("PENELOPE_DEMO", True)
 
@@ -147,6 +145,8 @@ UPLOAD_MAX_MB = env_float("UPLOAD_MAX_MB", 100)
 DOWNLOAD_MAX_MB = env_float("DOWNLOAD_MAX_MB", 500)
 PAGE_WAIT_S = env_float("PAGE_WAIT_S", 30)
 MAX_TTL_S = env_float("MAX_TTL_S", 600)
+# A CDP client (cdp/sockets.py): the MiB of messages that may wait for it before it is closed (4008), and the seconds a close waits for it.
+CDP_QUEUE_MB, CDP_CLOSE_WAIT_S = env_float("CDP_QUEUE_MB", 128), env_float("CDP_CLOSE_WAIT_S", 10)
 WEBHOOK_ATTEMPTS_S = env_floats("WEBHOOK_ATTEMPTS_S", "0,60,300,600")
 WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10)
 # How often a deliverer looks for due attempts it was not woken for (scheduled

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 
 from playwright.async_api import async_playwright
 
 from browser.flags import clear_driver_tap, set_driver_options
-from browser.tap import DriverTap, Link
-from cdp.mux import Mux
+from browser.tap import HIGH_WATER, PART, DriverTap, Link
+from cdp.mux import Mux, json_pieces
 from tests.support.faults import real_chromium
 
 ROOT_ARGS = ["--no-sandbox"] if os.geteuid() == 0 else []
@@ -88,3 +89,56 @@ def test_a_message_to_a_session_chromium_ended_is_answered_to_its_sender_and_pla
     answer = json.loads(owner.heard[-1])
     assert answer["id"] == 7 and answer["sessionId"] == attached and answer["error"]["code"] == -32001, answer
     assert value == 42
+
+
+def test_a_large_message_goes_to_the_tap_in_parts_as_it_takes_them_and_the_loop_runs_between():
+    """The worker's end of the tap writes a large message in parts, each once
+    the tap took enough of the one before: while the tap reads nothing, the
+    link holds about HIGH_WATER bytes of it, not the whole message, and the
+    event loop runs other work between the parts. It wrote the whole
+    message at once, in one step, and held all of it."""
+
+    async def run() -> None:
+        worker_end, tap_end = socket.socketpair()
+        tap_end.setblocking(False)
+        link = Link()
+        await asyncio.get_running_loop().create_unix_connection(lambda: link, sock=worker_end)
+        turns = 0
+
+        async def count_turns() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        counting = asyncio.ensure_future(count_turns())
+        message = {"id": -10_000, "method": "Runtime.evaluate", "params": {"expression": "é" + "y" * (24 * PART)}}
+        text = json.dumps(message, separators=(",", ":"))
+        link.send(json_pieces(message))
+        link.send('{"id":-10001}')  # after it, in order
+        assert not link.drained
+        while turns < 64:  # the tap takes nothing meanwhile
+            await asyncio.sleep(0)
+        assert not link.drained and link.transport.get_write_buffer_size() <= HIGH_WATER + 2 * PART
+        received = bytearray()
+        while not (link.drained and received.endswith(b"\0")):
+            try:
+                received += tap_end.recv(1024 * 1024)
+            except BlockingIOError:
+                await asyncio.sleep(0)
+        counting.cancel()
+        await link.wait_drained()
+        assert bytes(received) == text.encode() + b'\0{"id":-10001}\0'
+        link.close()
+        tap_end.close()
+
+    asyncio.run(run())
+
+
+def test_json_pieces_make_what_json_dumps_makes():
+    values = [
+        {"id": 1, "params": {"a": "é" * (PART + 3) + "\ud800" + "\U0001f600" * 5, "b": [1, 2.5, None, True, {"c": "d"}], "e": {}}},
+        [], {}, "x", 1e300, float("nan"), ["\\\"\n" * PART],
+    ]
+    for value in values:
+        assert "".join(json_pieces(value)) == json.dumps(value, separators=(",", ":"))

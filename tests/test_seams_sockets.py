@@ -30,6 +30,11 @@ def test_autobahn_reads_the_limits_per_connection_and_daphne_drops_a_close_s_rea
     from daphne import ws_protocol
 
     assert {"maxMessagePayloadSize", "maxFramePayloadSize"} <= set(WebSocketServerProtocol.CONFIG_ATTRS)
+    # And reads `failByDrop` (True on daphne's factory: a message past the limit
+    # drops the connection) and `closeHandshakeTimeout` from the protocol when it fails or closes one.
+    assert {"failByDrop", "closeHandshakeTimeout"} <= set(WebSocketServerProtocol.CONFIG_ATTRS)
+    assert "if self.failByDrop:" in inspect.getsource(WebSocketProtocol._fail_connection)
+    assert "self.closeHandshakeTimeout," in inspect.getsource(WebSocketProtocol.sendCloseFrame)
     assert "if not hasattr(self, configAttr)" in inspect.getsource(WebSocketProtocol._connectionMade)
     assert list(inspect.signature(ws_protocol.WebSocketProtocol.serverClose).parameters) == ["self", "code"]
     assert 'self.serverClose(code=message.get("code", None))' in inspect.getsource(ws_protocol.WebSocketProtocol.handle_reply)
@@ -39,12 +44,14 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
     from daphne import ws_protocol
 
     monkeypatch.setattr(ws_protocol.WebSocketFactory, "protocol", ws_protocol.WebSocketFactory.protocol)
-    sized = seams.size_socket_messages(lambda path: 99 if path.startswith("/big/") else None)
+    sized = seams.size_socket_messages(lambda path: 99 if path.startswith("/big/") else None, close_wait_s=12.0)
     assert ws_protocol.WebSocketFactory.protocol is sized
     seen = []
     monkeypatch.setattr(ws_protocol.WebSocketProtocol, "onConnect", lambda self, request: seen.append(request.path))
     big, small = sized.__new__(sized), sized.__new__(sized)
     big.maxMessagePayloadSize = big.maxFramePayloadSize = small.maxMessagePayloadSize = small.maxFramePayloadSize = 7
+    big.failByDrop = small.failByDrop = True
+    big.closeHandshakeTimeout = small.closeHandshakeTimeout = 1
 
     class Request:
         def __init__(self, path: str) -> None:
@@ -54,6 +61,8 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
     small.onConnect(Request("/other"))
     assert (big.maxMessagePayloadSize, big.maxFramePayloadSize) == (99, 99)
     assert (small.maxMessagePayloadSize, small.maxFramePayloadSize) == (7, 7) and seen == ["/big/x", "/other"]
+    assert (big.failByDrop, big.closeHandshakeTimeout) == (False, 12.0)  # a close frame past the limit, and time to read it
+    assert (small.failByDrop, small.closeHandshakeTimeout) == (True, 1)
     closes = []
     big.state, big.sendClose = sized.STATE_OPEN, lambda **close: closes.append(close)
     big.handle_reply({"type": "websocket.close", "code": 4001, "reason": "The lease ended."})

@@ -186,12 +186,17 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
     autobahn's `maxMessagePayloadSize` on its own connection from the
     request's path. daphne sets one limit, on the factory, for every
     socket (1 MiB by default, in and out); a CDP client's messages
-    (screenshots, page contents, a file's bytes) reach 64 MiB, while the other sockets keep the 1 MiB. The subclass also
+    (screenshots, page contents, a file's bytes) reach 64 MiB, while the other sockets keep the 1 MiB. On
+    those sockets it also sets autobahn's `failByDrop` off (daphne's factory
+    leaves it on, so a message past the limit dropped the connection
+    without a close frame; now it gets 1009) and, on the worker, its
+    `closeHandshakeTimeout` to CDP_CLOSE_WAIT_S (a client that reads slowly
+    still reads up to its 4008). The subclass also
     sends a `websocket.close`'s `reason` with its code, which daphne's
     `handle_reply` drops: a CDP client reads why its connection ended. No
     speed gain: it buys behaviour, checked by tests/test_cdp.py (a 20 MB
-    message both ways, the reasons of its closes) and
-    tests/test_seams_sockets.py.
+    message both ways, the reasons of its closes), tests/test_cdp_flow.py
+    (1009, 4008) and tests/test_seams_sockets.py.
 
 17. `send_cdp` sends a CDP message on a Playwright `CDPSession` through
     its connection's `send_message_to_server` as an internal call

@@ -244,7 +244,7 @@ def name_statuses(phrase: Callable[[int], bytes | None]) -> type:
 # --- 16. the size of a WebSocket message, by path, and a close's reason --------------------
 
 
-def size_socket_messages(limit_of: Callable[[str], int | None]) -> type:
+def size_socket_messages(limit_of: Callable[[str], int | None], close_wait_s: float | None = None) -> type:
     """Make daphne take and send WebSocket messages (and frames) up to
     `limit_of(path)` bytes on the sockets whose path it names, where every
     socket has one limit (the Server's `websocket_max_message_size` and
@@ -253,6 +253,13 @@ def size_socket_messages(limit_of: Callable[[str], int | None]) -> type:
     reads them from the protocol for every frame and message, so values set
     in `onConnect` (which has the request's path) hold for that connection
     alone. A path `limit_of` gives None for keeps the factory's.
+
+    On those sockets a message past the limit is refused with a close frame,
+    1009 and autobahn's reason, where autobahn's `failByDrop` (True on
+    daphne's factory) drops the connection without one; and, given
+    `close_wait_s`, a close the server starts waits that long for the
+    client's (autobahn's `closeHandshakeTimeout`, 1 s), so a client that
+    was reading slowly can still read up to the close.
 
     And send a `websocket.close`'s `reason` (ASGI's, since spec 2.3) with
     its code, which daphne drops (`serverClose` takes the code alone).
@@ -265,6 +272,9 @@ def size_socket_messages(limit_of: Callable[[str], int | None]) -> type:
             limit = limit_of(request.path)
             if limit is not None:
                 self.maxMessagePayloadSize = self.maxFramePayloadSize = limit
+                self.failByDrop = False
+                if close_wait_s is not None:
+                    self.closeHandshakeTimeout = close_wait_s
             return super().onConnect(request)
 
         def handle_reply(self, message: dict[str, Any]) -> None:
