@@ -32,6 +32,24 @@ def env_floats(name: str, default: str) -> list[float]:
     return [float(part) for part in raw.split(",") if part.strip()]
 
 
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """Django's SECURE_PROXY_SSL_HEADER from `Header-Name: value` (the header
+    a TLS-terminating proxy sets, and its value for HTTPS): ("HTTP_HEADER_NAME",
+    "value"). Unset (the default): no header is trusted, and a request is
+    HTTPS only when it reached the server itself over TLS."""
+    raw = env_str(name)
+    if not raw:
+        return None
+    header, colon, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not colon or not value or not header or not all(part.isalnum() for part in header.split("-")):
+        raise ValueError(
+            f"{name} names the header a TLS proxy sets and its value for HTTPS, like "
+            f"'X-Forwarded-Proto: https'; got {raw!r}."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
 def logging_settings() -> dict:
     """LOGGING: plain lines on standard error, at PENELOPE_LOG_LEVEL."""
     return {
