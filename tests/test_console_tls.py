@@ -43,7 +43,7 @@ def nginx_path() -> str:
 def certificate(directory: Path) -> tuple[Path, Path, Path]:
     """A CA of the test's own, and a leaf for 127.0.0.1 and localhost signed by
     it: (the CA's certificate, the leaf's certificate, the leaf's key)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     lasting = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1))
     ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "penelope test CA")])
