@@ -48,8 +48,13 @@ def certificate(directory: Path) -> tuple[Path, Path, Path]:
     ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "penelope test CA")])
     ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(lasting[0]).not_valid_after(lasting[1])
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(lasting[0])
+        .not_valid_after(lasting[1])
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
@@ -57,9 +62,12 @@ def certificate(directory: Path) -> tuple[Path, Path, Path]:
     )
     leaf = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])).issuer_name(ca_name)
-        .public_key(leaf_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(lasting[0]).not_valid_after(lasting[1])
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(leaf_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(lasting[0])
+        .not_valid_after(lasting[1])
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
@@ -73,7 +81,9 @@ def certificate(directory: Path) -> tuple[Path, Path, Path]:
     paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     paths[1].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
     paths[2].write_bytes(
-        leaf_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        leaf_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
     )
     return paths
 
@@ -100,17 +110,31 @@ class Nginx:
     }}"""
             for port, upstream in upstreams.items()
         )
-        temp = "".join(f"    {kind}_temp_path {directory / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        temp = "".join(
+            f"    {kind}_temp_path {directory / kind};\n"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
         (directory / "nginx.conf").write_text(
             f"daemon off;\nworker_processes 1;\npid {directory / 'nginx.pid'};\nerror_log {directory / 'error.log'};\n"
             f"events {{ worker_connections 64; }}\nhttp {{\n    access_log off;\n{temp}{servers}\n}}\n"
         )
         self.ports = list(upstreams)
         self.process = subprocess.Popen(
-            [nginx_path(), "-p", str(directory), "-c", str(directory / "nginx.conf"), "-e", str(directory / "error.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            [
+                nginx_path(),
+                "-p",
+                str(directory),
+                "-c",
+                str(directory / "nginx.conf"),
+                "-e",
+                str(directory / "error.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
-        wait_until(lambda: self.process.poll() is not None or all(map(self.listening, self.ports)), what="nginx to listen")
+        wait_until(
+            lambda: self.process.poll() is not None or all(map(self.listening, self.ports)), what="nginx to listen"
+        )
         assert self.process.poll() is None, (directory / "error.log").read_text()
 
     @staticmethod
@@ -141,7 +165,9 @@ def wakers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Waker
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory, wakers: dict[str, WakerProcess]) -> Iterator[tuple[Nginx, dict[str, int]]]:
+def proxy(
+    tmp_path_factory: pytest.TempPathFactory, wakers: dict[str, WakerProcess]
+) -> Iterator[tuple[Nginx, dict[str, int]]]:
     ports = dict(zip(wakers, distinct_free_ports(len(wakers)), strict=True))
     running = Nginx(tmp_path_factory.mktemp("nginx"), {ports[name]: waker.port for name, waker in wakers.items()})
     yield running, ports

@@ -33,8 +33,15 @@ from harness.worker import ROOT, TEST_KEY, WorkerProcess
 TURN_S = 0.25
 QUEUE = 4
 AT_ONCE = 3  # wrong keys sent together on each route: fewer than QUEUE, so all are compared
-SAMPLE = {"page_id": "main", "family": "web", "action": "state", "name": "nap", "token": "abc",
-          "job_id": "0123456789abcdef", "schedule_id": "0123456789abcdef"}
+SAMPLE = {
+    "page_id": "main",
+    "family": "web",
+    "action": "state",
+    "name": "nap",
+    "token": "abc",
+    "job_id": "0123456789abcdef",
+    "schedule_id": "0123456789abcdef",
+}
 WRONG = {"Authorization": "Bearer not-the-key"}
 SETTINGS = {"KEY_REFUSAL_S": str(TURN_S), "KEY_REFUSAL_QUEUE": str(QUEUE)}
 
@@ -80,7 +87,9 @@ def waker_routes() -> list[str]:
     return [*routes, "/w/nap/api/v1/pages"]
 
 
-async def answered(client: httpx.AsyncClient, path: str, headers: dict[str, str], began: float) -> tuple[httpx.Response, float]:
+async def answered(
+    client: httpx.AsyncClient, path: str, headers: dict[str, str], began: float
+) -> tuple[httpx.Response, float]:
     response = await client.get(path, headers=headers)
     return response, time.monotonic() - began
 
@@ -240,7 +249,8 @@ async def test_a_right_key_is_not_held_behind_wrong_ones_and_a_flood_is_not_comp
 @pytest.fixture(scope="module")
 def slow_waker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WakerProcess]:
     running = WakerProcess(
-        tmp_path_factory.mktemp("waker"), [{"name": "nap", "mode": "sleepy", "idle_timeout_s": 600}],
+        tmp_path_factory.mktemp("waker"),
+        [{"name": "nap", "mode": "sleepy", "idle_timeout_s": 600}],
         env={**SETTINGS, "WAKER_FORK_WORKERS": "0"},
     ).start()
     yield running
