@@ -11,7 +11,7 @@ import os
 import secrets
 from pathlib import Path
 
-from penelope_site.env import env_bool, env_float, env_int, env_proxy_ssl_header, env_str, logging_settings
+from penelope_site.env import env_bool, env_float, env_int, env_str, front_door_settings, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The waker's files (its key, each worker's log) are its user's only.
@@ -35,15 +35,9 @@ WAKER_MEMORY_EVERY_S = env_float("WAKER_MEMORY_EVERY_S", 10)
 # How long a console sign-in lasts.
 CONSOLE_SESSION_S = env_float("CONSOLE_SESSION_S", 12 * 3600)
 # A wrong key, on any route that takes one (the API, /w/..., the console),
-# waits this long for its refusal, and an address's wrong keys take turns;
-# past KEY_REFUSAL_QUEUE turns waiting, 429 at once (core/wrong_keys.py).
-# CONSOLE_REFUSAL_S is its older name, still read.
-KEY_REFUSAL_S = env_float("KEY_REFUSAL_S", env_float("CONSOLE_REFUSAL_S", 1.0))
-KEY_REFUSAL_QUEUE = env_int("KEY_REFUSAL_QUEUE", 16)
-# The header a TLS-terminating proxy in front sets for HTTPS, trusted then:
-# `X-Forwarded-Proto: https` gives the console's cookie `Secure`. Unset, none
-# is (penelope_site/env.py).
-SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("PROXY_SSL_HEADER")
+# waits its turn for its refusal (core/wrong_keys.py); behind a TLS proxy
+# whose header PROXY_SSL_HEADER names, the console's cookie is `Secure`.
+KEY_REFUSAL_S, KEY_REFUSAL_QUEUE, SECURE_PROXY_SSL_HEADER = front_door_settings()
 # How often an open console page refreshes itself.
 CONSOLE_REFRESH_S = env_float("CONSOLE_REFRESH_S", 5)
 # How long a worker may take to answer its health check after it is started.
