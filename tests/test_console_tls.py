@@ -6,16 +6,21 @@ verifies against that CA).
 The waker trusts the header PROXY_SSL_HEADER names, and that one only: the
 sign-in's cookie is then `Secure` behind the proxy. Unset (the default), no
 header is trusted, so a client that sends `X-Forwarded-Proto: https` to the
-waker itself over plain HTTP gets no `Secure` cookie."""
+waker itself over plain HTTP gets no `Secure` cookie. The worker reads the same setting:
+its admin signs in behind the proxy, where Django's CSRF check would
+otherwise expect an `http://` origin."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+import re
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +32,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from harness.waker import WakerProcess, distinct_free_ports
-from harness.worker import wait_until
+from harness.worker import ROOT, WorkerProcess, wait_until
 from penelope_site.env import env_proxy_ssl_header
+from tests.conftest import worker_env
 
 COOKIE = "penelope_console"
 TRUSTED = "X-Forwarded-Proto: https"
@@ -104,7 +110,7 @@ class Nginx:
         ssl_certificate_key {key};
         location / {{
             proxy_pass http://127.0.0.1:{upstream};
-            proxy_set_header Host $host;
+            proxy_set_header Host $http_host;
             proxy_set_header X-Forwarded-Proto $scheme;
         }}
     }}"""
@@ -165,11 +171,28 @@ def wakers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Waker
 
 
 @pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """A worker trusting the proxy's header, with an admin user (`op`, `pw`)."""
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(PROXY_SSL_HEADER=TRUSTED)).start()
+    subprocess.run(
+        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", "op", "--email", "op@example.com"],
+        cwd=ROOT,
+        env={**os.environ, "PENELOPE_STORE": str(running.store), "DJANGO_SUPERUSER_PASSWORD": "pw"},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
 def proxy(
-    tmp_path_factory: pytest.TempPathFactory, wakers: dict[str, WakerProcess]
+    tmp_path_factory: pytest.TempPathFactory, wakers: dict[str, WakerProcess], worker: WorkerProcess
 ) -> Iterator[tuple[Nginx, dict[str, int]]]:
-    ports = dict(zip(wakers, distinct_free_ports(len(wakers)), strict=True))
-    running = Nginx(tmp_path_factory.mktemp("nginx"), {ports[name]: waker.port for name, waker in wakers.items()})
+    upstreams = {**{name: waker.port for name, waker in wakers.items()}, "worker": worker.port}
+    ports = dict(zip(upstreams, distinct_free_ports(len(upstreams)), strict=True))
+    running = Nginx(tmp_path_factory.mktemp("nginx"), {ports[name]: port for name, port in upstreams.items()})
     yield running, ports
     running.stop()
 
@@ -206,6 +229,21 @@ def test_the_console_cookie_is_secure_behind_a_tls_proxy_whose_header_is_trusted
     # Where it is trusted, plain HTTP without the header is plain HTTP.
     with httpx.Client(base_url=trusting.base_url, timeout=60) as client:
         assert "secure" not in attributes(signed_in_cookie(client, trusting.key))
+
+
+def test_the_workers_admin_signs_in_behind_the_tls_proxy(proxy):
+    """The worker trusts the same setting: through the proxy a browser's
+    sign-in comes from an `https://` origin, which Django's CSRF check then
+    expects (without the setting it expects `http://` and answers 403)."""
+    nginx, ports = proxy
+    origin = f"https://127.0.0.1:{ports['worker']}"
+    with nginx.client(ports["worker"]) as browser:
+        form = browser.get("/admin/login/").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+        login = {"username": "op", "password": "pw", "csrfmiddlewaretoken": token, "next": "/admin/"}
+        signed_in = browser.post("/admin/login/", data=login, headers={"Origin": origin})
+        assert signed_in.status_code == 302, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", signed_in.text))[:1500]
+        assert browser.get("/admin/jobs/job/").status_code == 200
 
 
 def test_the_setting_names_a_header_and_its_value(monkeypatch):
