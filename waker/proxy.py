@@ -339,7 +339,6 @@ class WakerApplication:
             return None
         return upstream
 
-
     def key_accepted(self, scope: Scope, worker: PersonaWorker) -> bool:
         """Whether the request carries one of the persona's keys. False at once
         without one; a wrong one raises its 401 with its turn to wait
