@@ -135,7 +135,7 @@ def never(*_: object) -> bool:
     raise AssertionError("a flood's key was compared")
 
 
-def test_an_addresss_wrong_keys_take_turns_and_a_right_key_none(turns):
+def test_the_wrong_keys_of_one_address_take_turns_and_a_right_key_none(turns):
     now = time.monotonic()
     dues = [turns.judge("192.0.2.1", lambda: False) for _ in range(3)]
     assert dues[0] >= now + TURN_S
