@@ -7,7 +7,14 @@ it), `SameSite=Strict` (no other site's page sends it) and expires after
 CONSOLE_SESSION_S. Changing the waker's key signs everybody out. A form
 that changes something carries a token derived from the session (`csrf`),
 checked before the change; a Bearer request is no browser's, and needs none.
-A wrong key, by form or by Bearer, waits for its refusal (waker/guard.py).
+A wrong key, by form or by Bearer, waits its turn for its refusal, by the
+rule of every route that takes a key (core/wrong_keys.py).
+
+The cookie is `Secure` when the request came over HTTPS: to the waker
+itself, or to a TLS-terminating proxy that says so in the header
+PROXY_SSL_HEADER names (Django's SECURE_PROXY_SSL_HEADER, which
+`request.is_secure()` reads). No such header is trusted unless it is set:
+any client can send one.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from core.wrong_keys import KeyFlood, WrongKeys
+from core.wrong_keys import address_of as peer_address
 from waker.api import WAKER_KEY_REQUIRED, bearer_matches
-from waker.guard import KeyGuard
 
 COOKIE = "penelope_console"
 COOKIE_PATH = "/console/"
@@ -77,7 +85,7 @@ def session_of(request: HttpRequest) -> str | None:
 
 
 def address_of(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    return peer_address(request)
 
 
 def sign_in(response: HttpResponse, request: HttpRequest) -> HttpResponse:
@@ -110,12 +118,12 @@ Page = Callable[..., Awaitable[HttpResponse]]
 
 
 def console_page(
-    guard: Callable[[], KeyGuard], *, refused: Callable[[HttpRequest, int, str], HttpResponse], bearer_only: bool = False
+    guard: Callable[[], WrongKeys], *, refused: Callable[[HttpRequest, int, str], HttpResponse], bearer_only: bool = False
 ) -> Callable[[Page], Page]:
     """Wrap a console view: a session or the Bearer key, else the sign-in
-    page (a browser) or 401 (a script with a wrong key, after its wait; or
-    with none, on the API: `bearer_only`). The view gets the `Visitor`
-    after the request."""
+    page (a browser) or 401 (a script with a wrong key, after its turn; or
+    with none, on the API: `bearer_only`), or 429 (an address whose wrong
+    keys wait too many turns). The view gets the `Visitor` after the request."""
 
     def decorate(view: Page) -> Page:
         @functools.wraps(view)
@@ -125,8 +133,11 @@ def console_page(
             if authorization is None and bearer_only:
                 return refused(request, 401, WAKER_KEY_REQUIRED)
             if authorization is not None:
-                if not bearer_matches(authorization, settings.WAKER_KEY):
-                    await guard().refuse(address)
+                try:
+                    right = await guard().check(address, lambda: bearer_matches(authorization, settings.WAKER_KEY))
+                except KeyFlood as flood:
+                    return too_many(refused(request, 429, flood.message), flood)
+                if not right:
                     return refused(request, 401, WAKER_KEY_REQUIRED)
                 return await view(request, Visitor(None, address), *args, **kwargs)
             session = session_of(request)
@@ -139,6 +150,12 @@ def console_page(
         return wrapper
 
     return decorate
+
+
+def too_many(response: HttpResponse, flood: KeyFlood) -> HttpResponse:
+    """`response` (a flood's 429) with its Retry-After."""
+    response["Retry-After"] = str(flood.retry_after_s)
+    return response
 
 
 def safe_next(target: str | None) -> str:

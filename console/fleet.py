@@ -22,8 +22,8 @@ import httpx
 
 from console import readings
 from console.readings import JobSearch
+from core.wrong_keys import WrongKeys
 from waker import supervisor as supervision
-from waker.guard import KeyGuard
 from waker.persona_worker import RUNNING, STARTING, STOPPING, PersonaWorker
 from waker.personas import ALWAYS
 from waker.readings import ACTIVITY_TIMEOUT_S
@@ -76,7 +76,7 @@ class Detail:
 
 
 class Fleet(Protocol):
-    key_guard: KeyGuard
+    key_guard: WrongKeys
     can_act: bool
 
     def names(self) -> list[str]: ...

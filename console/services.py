@@ -36,7 +36,7 @@ from console.fleet import ASLEEP, AWAKE, FAILING, Detail, Row, memory_by
 from console.fleet_file import ServicePersona
 from console.present import ago
 from console.readings import JobSearch
-from waker.guard import KeyGuard
+from core.wrong_keys import WrongKeys
 from waker.watch import Watch
 
 log = logging.getLogger("penelope.console")
@@ -109,7 +109,7 @@ class ServiceFleet:
         self, personas: list[ServicePersona], *, timeout_s: float = 5.0, http: httpx.AsyncClient | None = None
     ) -> None:
         self.personas = {persona.name: persona for persona in personas}
-        self.key_guard = KeyGuard()
+        self.key_guard = WrongKeys()
         self.http = http or httpx.AsyncClient(timeout=timeout_s)
         self.last: dict[str, Reading] = {}
         self.watches = {name: Watch() for name in self.personas}

@@ -18,6 +18,7 @@ from console.charts import workload_charts
 from console.fleet import STATES, WakerFleet, current_fleet
 from console.readings import JOB_STATES
 from console.search import SearchInvalid, searched
+from core.wrong_keys import KeyFlood
 
 # The fleet table's columns: the sort's word and the heading.
 COLUMNS = [
@@ -59,8 +60,12 @@ async def sign_in(request: HttpRequest) -> HttpResponse:
         return page(request, "sign_in.html", {"next": next_path})
     if request.method != "POST":
         return refused(request, 405, "Use GET or POST.")
-    if not auth.key_matches(request.POST.get("key", "")):
-        await current_fleet().key_guard.refuse(auth.address_of(request))
+    given = request.POST.get("key", "")
+    try:
+        right = await current_fleet().key_guard.check(auth.address_of(request), lambda: auth.key_matches(given))
+    except KeyFlood as flood:
+        return auth.too_many(page(request, "sign_in.html", {"next": next_path, "error": flood.message}, 429), flood)
+    if not right:
         return page(request, "sign_in.html", {"next": next_path, "error": "That is not the waker's key."}, 403)
     return auth.sign_in(HttpResponseRedirect(next_path), request)
 

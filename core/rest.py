@@ -25,16 +25,18 @@ from typing import Any
 from adrf.views import APIView
 from django.conf import settings
 from django.core.exceptions import TooManyFieldsSent
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework import exceptions, serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
 from core.api import ApiError, error_response, internal_error, json_response, read_json_object, refusal
-from core.auth import KEY_REQUIRED, BearerKey, HasKey
+from core.auth import KEY_REQUIRED, BearerKey, HasKey, key_matches
 from core.errors import QueueFull, Refusal
+from core.runtime import runtime_of
 from core.seams import InlineDispatch, django_request_of
+from core.wrong_keys import KeyFlood, address_of
 
 log = logging.getLogger("penelope.api")
 
@@ -165,6 +167,23 @@ class ApiView(InlineDispatch, APIView):
 
     def what_it_does(self, request: Any) -> str | None:
         return self.does.get(request.method)
+
+    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # A key that matches none waits its turn before its 401, which DRF's
+        # authentication then answers as ever (core/wrong_keys.py); an
+        # address whose wrong keys wait too many turns gets 429, the key not
+        # compared. A request without a key guessed nothing and waits for
+        # nothing, nor does a route that takes no key (health, public metrics).
+        if "HTTP_AUTHORIZATION" in request.META and HasKey in self.permission_classes:
+            try:
+                await runtime_of(request).wrong_keys.check(address_of(request), lambda: key_matches(request))
+            except KeyFlood as flood:
+                response = error_response(ApiError(429, flood.message))
+                response["Retry-After"] = str(flood.retry_after_s)
+                for name, value in self.response_headers.items():
+                    response[name] = value
+                return response
+        return await super().async_dispatch(request, *args, **kwargs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -32,6 +32,7 @@ from core.auth import READ, authorization_matches, key_role
 from core.caps import has_room
 from core.runtime import runtime_of
 from core.writable import Writable
+from core.wrong_keys import KeyFlood
 from jobs.shapes import for_reader as job_for_reader
 
 JOB_FILTER = re.compile(r"[0-9a-f]{16}")
@@ -43,9 +44,21 @@ class EventStream(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers", []))
-        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        offered = headers.get(b"authorization")
+        authorization = (offered or b"").decode("latin-1")
         filters = self.filters()
-        if not authorization_matches(authorization) or filters is None:
+        if offered is not None:
+            # A wrong key waits its turn before the close (core/wrong_keys.py);
+            # a flood of them is closed with the key not compared.
+            address = (self.scope.get("client") or ("unknown",))[0]
+            try:
+                right = await runtime_of(self).wrong_keys.check(address, lambda: authorization_matches(authorization))
+            except KeyFlood:
+                right = False
+            if not right:
+                await self.close()
+                return
+        if offered is None or filters is None:
             await self.close()
             return
         # Counted here and taken below with no await between; a read key

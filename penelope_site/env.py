@@ -32,6 +32,38 @@ def env_floats(name: str, default: str) -> list[float]:
     return [float(part) for part in raw.split(",") if part.strip()]
 
 
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """Django's SECURE_PROXY_SSL_HEADER from `Header-Name: value` (the header
+    a TLS-terminating proxy sets, and its value for HTTPS): ("HTTP_HEADER_NAME",
+    "value"). Unset (the default): no header is trusted, and a request is
+    HTTPS only when it reached the server itself over TLS."""
+    raw = env_str(name)
+    if not raw:
+        return None
+    header, colon, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not colon or not value or not header or not all(part.isalnum() for part in header.split("-")):
+        raise ValueError(
+            f"{name} names the header a TLS proxy sets and its value for HTTPS, like "
+            f"'X-Forwarded-Proto: https'; got {raw!r}."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
+def front_door_settings() -> tuple[float, int, tuple[str, str] | None]:
+    """What the worker and the waker read alike about the requests at their
+    door: KEY_REFUSAL_S, how long a wrong key waits for its refusal (the
+    waker's older name for it, CONSOLE_REFUSAL_S, read when it is unset);
+    KEY_REFUSAL_QUEUE, how many of one address's wrong keys may wait at once
+    (core/wrong_keys.py); and SECURE_PROXY_SSL_HEADER from PROXY_SSL_HEADER,
+    the header a TLS-terminating proxy in front sets for HTTPS."""
+    return (
+        env_float("KEY_REFUSAL_S", env_float("CONSOLE_REFUSAL_S", 1.0)),
+        env_int("KEY_REFUSAL_QUEUE", 16),
+        env_proxy_ssl_header("PROXY_SSL_HEADER"),
+    )
+
+
 def logging_settings() -> dict:
     """LOGGING: plain lines on standard error, at PENELOPE_LOG_LEVEL."""
     return {

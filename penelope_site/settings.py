@@ -10,18 +10,17 @@ import base64
 import hashlib
 import hmac
 import os
+import secrets
 import stat
 from pathlib import Path
 
-from penelope_site.env import env_bool, env_float, env_floats, env_int, env_str, logging_settings
+from penelope_site.env import env_bool, env_float, env_floats, env_int, env_str, front_door_settings, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def secrets_token() -> str:
     """A random stand-in until the key exists (a fresh store before `serve`)."""
-    import secrets
-
     return secrets.token_hex(32)
 
 
@@ -92,6 +91,7 @@ PENELOPE_KEY = env_str("PENELOPE_KEY") or _stored(KEY_FILE)
 # Keys that may read and nothing else (core/auth.py), space-separated, each at
 # least 32 characters: for a dashboard or a monitor.
 PENELOPE_READ_KEYS = env_str("PENELOPE_READ_KEYS").split()
+KEY_REFUSAL_S, KEY_REFUSAL_QUEUE, SECURE_PROXY_SSL_HEADER = front_door_settings()  # wrong keys' turns, a TLS proxy's header
 # The Standard Webhooks signing secret (`whsec_` + base64), separate from the
 # key so that a receiver never holds the API key; two, separated by a space,
 # during a rotation. `serve` generates one when neither the environment nor

@@ -11,7 +11,7 @@ import os
 import secrets
 from pathlib import Path
 
-from penelope_site.env import env_bool, env_float, env_int, env_str, logging_settings
+from penelope_site.env import env_bool, env_float, env_int, env_str, front_door_settings, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The waker's files (its key, each worker's log) are its user's only.
@@ -32,9 +32,12 @@ WAKE_LEAD_S = env_float("WAKE_LEAD_S", 30)
 # How often the waker reads a running worker's charged memory (its process
 # tree's proportional set size), for the console.
 WAKER_MEMORY_EVERY_S = env_float("WAKER_MEMORY_EVERY_S", 10)
-# How long a console sign-in lasts, and how long a wrong key waits for its refusal.
+# How long a console sign-in lasts.
 CONSOLE_SESSION_S = env_float("CONSOLE_SESSION_S", 12 * 3600)
-CONSOLE_REFUSAL_S = env_float("CONSOLE_REFUSAL_S", 1.0)
+# A wrong key, on any route that takes one (the API, /w/..., the console),
+# waits its turn for its refusal (core/wrong_keys.py); behind a TLS proxy
+# whose header PROXY_SSL_HEADER names, the console's cookie is `Secure`.
+KEY_REFUSAL_S, KEY_REFUSAL_QUEUE, SECURE_PROXY_SSL_HEADER = front_door_settings()
 # How often an open console page refreshes itself.
 CONSOLE_REFRESH_S = env_float("CONSOLE_REFRESH_S", 5)
 # How long a worker may take to answer its health check after it is started.

@@ -33,6 +33,13 @@ if [ "${1:-base}" = dev ]; then
   fi
   step "installing puppeteer-core into requirements/node/node_modules"
   npm ci --prefix requirements/node --no-audit --no-fund --loglevel=error >/dev/null
+  # The suite puts the console behind a TLS-terminating proxy (tests/test_console_tls.py):
+  # the distribution's nginx, which each test starts itself with its own config.
+  if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+    step "installing nginx (the distribution's)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null
+  fi
 fi
 
 has_playwright_chromium() {

@@ -31,4 +31,4 @@ def test_every_block_of_the_console_guide_runs(tmp_path, monkeypatch):
         left = stop_what_the_document_left(place)
     assert left == [], f"processes outlived the document's waker: {left}"
     assert not (place / "stores" / "alice" / "penelope.db").exists(), "the console woke alice"
-    assert (len(done.ran), len(done.not_run), done.compared) == (8, 0, 6)
+    assert (len(done.ran), len(done.not_run), done.compared) == (8, 1, 6)  # not run: the nginx server block (tests/test_console_tls.py runs it)

@@ -15,6 +15,7 @@ from django.test import AsyncRequestFactory
 from core.api import ApiError, error_response, json_response, read_json_object
 from core.rest import represent
 from core.shapes import ErrorEnvelope
+from waker import supervisor as supervision
 from waker.api import WakerError, error_body, waker_view
 
 factory = AsyncRequestFactory()
@@ -26,6 +27,16 @@ WAKER_AUTH = {"Authorization": f"Bearer {WAKER_KEY}"}
 @pytest.fixture(autouse=True)
 def waker_key(settings):
     settings.WAKER_KEY = WAKER_KEY
+
+
+@pytest.fixture(autouse=True)
+def waker_supervisor(settings, monkeypatch):
+    """A supervisor of no persona, as `manage.py waker` sets one: its wrong
+    keys' turns are the waker's (core/wrong_keys.py)."""
+    settings.WAKER_FORK_WORKERS = False
+    settings.KEY_REFUSAL_S = 0
+    settings.KEY_REFUSAL_QUEUE = 16
+    monkeypatch.setattr(supervision, "running", supervision.Supervisor([]))
 
 
 @pytest.mark.parametrize("page_id", [None, "main"])

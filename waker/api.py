@@ -20,6 +20,8 @@ from django.http import HttpRequest, HttpResponse
 from core.api import ApiError, json_bytes
 from core.api import error_body as envelope_of
 from core.api import error_response as worker_error_response
+from core.wrong_keys import KeyFlood, WrongKeys, address_of
+from waker.supervisor import current
 
 log = logging.getLogger("penelope.waker")
 
@@ -66,20 +68,42 @@ def bearer_matches(authorization: str, key: str) -> bool:
     return hmac.compare_digest(given.strip().encode(), key.encode())
 
 
+def flooded(flood: KeyFlood) -> HttpResponse:
+    """429 for an address whose wrong keys wait too many turns (core/wrong_keys.py)."""
+    response = error_response(WakerError(429, flood.message))
+    response["Retry-After"] = str(flood.retry_after_s)
+    return response
+
+
+async def waker_key_refusal(request: HttpRequest, guard: WrongKeys) -> HttpResponse | None:
+    """None when the request carries WAKER_KEY; else its 401, after a wrong
+    key's turn (none for a request without a key), or a flood's 429."""
+    authorization = request.headers.get("Authorization")
+    if authorization is None:
+        return error_response(WakerError(401, WAKER_KEY_REQUIRED))
+    try:
+        if await guard.check(address_of(request), lambda: bearer_matches(authorization, settings.WAKER_KEY)):
+            return None
+    except KeyFlood as flood:
+        return flooded(flood)
+    return error_response(WakerError(401, WAKER_KEY_REQUIRED))
+
+
 View = Callable[..., Awaitable[HttpResponse]]
 
 
 def waker_view(*methods: str, key_required: bool = True) -> Callable[[View], View]:
-    """Wrap an async view of the waker's API: the WAKER_KEY, the methods, and
-    every failure as the envelope. No traceback reaches the client."""
+    """Wrap an async view of the waker's API: the WAKER_KEY (a wrong one
+    waits its turn, core/wrong_keys.py), the methods, and every failure as
+    the envelope. No traceback reaches the client."""
 
     allowed = {method.upper() for method in methods}
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if key_required and not bearer_matches(request.headers.get("Authorization", ""), settings.WAKER_KEY):
-                return error_response(WakerError(401, WAKER_KEY_REQUIRED))
+            if key_required and (refusal := await waker_key_refusal(request, current().key_guard)) is not None:
+                return refusal
             if request.method not in allowed:
                 response = error_response(
                     WakerError(405, f"Method {request.method} is not allowed here; use {', '.join(sorted(allowed))}.")

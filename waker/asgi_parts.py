@@ -21,12 +21,30 @@ class Refused(Exception):
     """A request the waker answers itself, with its status and one sentence
     (a socket's handshake is refused whatever the status: daphne has 403 only)."""
 
-    def __init__(self, status: int, message: str, *, realm: str = "penelope-waker", allow: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        realm: str = "penelope-waker",
+        allow: str | None = None,
+        retry_after: int | None = None,
+        turn: Callable[[], Awaitable[None]] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.realm, self.allow = status, message, realm, allow
+        self.retry_after = retry_after
+        # A wrong key's: its turn to be refused (core/wrong_keys.py), awaited before the answer.
+        self.turn = turn
+
+    async def taken(self) -> None:
+        """Return once a wrong key's turn has come (at once for any other refusal)."""
+        if self.turn is not None:
+            await self.turn()
 
     async def answer(self, send: Send) -> None:
-        await send_error(send, self.status, self.message, realm=self.realm, allow=self.allow)
+        await self.taken()
+        await send_error(send, self.status, self.message, realm=self.realm, allow=self.allow, retry_after=self.retry_after)
 
 
 async def read_body(receive: Receive) -> bytes | None:
@@ -70,7 +88,12 @@ class Responder:
 
 
 async def send_error(
-    send: Send, status: int, message: str, realm: str = "penelope-waker", allow: str | None = None
+    send: Send,
+    status: int,
+    message: str,
+    realm: str = "penelope-waker",
+    allow: str | None = None,
+    retry_after: int | None = None,
 ) -> None:
     body = encode(error_body(message))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -78,5 +101,7 @@ async def send_error(
         headers.append((b"www-authenticate", f'Bearer realm="{realm}"'.encode()))
     if allow is not None:
         headers.append((b"allow", allow.encode()))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

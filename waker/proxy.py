@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from core.wrong_keys import KeyFlood
 from waker import admin_forward, socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches
 from waker.asgi_parts import Receive, Refused, Responder, Scope, Send, read_body, send_error, until_disconnected
@@ -173,9 +175,7 @@ class WakerApplication:
                     f"Persona {name}'s worker is {worker.state}. Health never wakes a worker: any other request "
                     f"through /w/{name}/ with its key does, as does POST /api/v1/personas/{name}/start.",
                 )
-        elif not any_key_matches(
-            dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"), worker.persona.accepted_keys
-        ):
+        elif not self.key_accepted(scope, worker):
             # Checked here too, so a client without a key cannot wake a worker;
             # what a read key may do is the worker's to say.
             raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope")
@@ -285,6 +285,7 @@ class WakerApplication:
             route = self.route(scope)
         except Refused as refused:
             log.info("socket %s refused: %s", loggable(scope["path"]), masked(refused.message))
+            await refused.taken()
             await send({"type": "websocket.close"})
             return
         with route.worker.forwarding() if route.by_token else contextlib.nullcontext():
@@ -337,6 +338,24 @@ class WakerApplication:
             await upstream.close()
             return None
         return upstream
+
+    def key_accepted(self, scope: Scope, worker: PersonaWorker) -> bool:
+        """Whether the request carries one of the persona's keys. False at once
+        without one; a wrong one raises its 401 with its turn to wait
+        (core/wrong_keys.py), and a flood of them 429, the key not compared."""
+        authorization = dict(scope["headers"]).get(b"authorization")
+        if authorization is None:
+            return False
+        given = authorization.decode("latin-1")
+        address = (scope.get("client") or ("unknown",))[0]
+        guard = self.supervisor.key_guard
+        try:
+            due = guard.judge(address, lambda: any_key_matches(given, worker.persona.accepted_keys))
+        except KeyFlood as flood:
+            raise Refused(429, flood.message, retry_after=flood.retry_after_s) from None
+        if due is not None:
+            raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope", turn=functools.partial(guard.refusal, address, due))
+        return True
 
 
 def _split(raw_path: bytes) -> tuple[bytes, bytes]:

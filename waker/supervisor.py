@@ -11,9 +11,9 @@ import logging
 
 import httpx
 
+from core.wrong_keys import WrongKeys
 from waker import metrics
 from waker import process as processes
-from waker.guard import KeyGuard
 from waker.persona_worker import RUNNING, PersonaWorker, WorkInFlight
 from waker.personas import Persona
 from waker.process import StartFailed
@@ -42,7 +42,7 @@ class Supervisor:
         self.workers = {persona.name: PersonaWorker(persona, self.http, self.template) for persona in personas}
         metrics.known(self.workers)
         self._tasks: list[asyncio.Task[None]] = []
-        self.key_guard = KeyGuard()  # the console's wrong keys (waker/guard.py)
+        self.key_guard = WrongKeys()  # wrong keys, on every route that takes one (core/wrong_keys.py)
 
     def get(self, name: str) -> PersonaWorker | None:
         return self.workers.get(name)

@@ -21,6 +21,7 @@ from core.events import Bus, Event, OnEvent
 from core.loops import Loop
 from core.runtime import Tasks, Tracker
 from core.start_clock import StartClock
+from core.wrong_keys import WrongKeys
 from demo_site.sign_in import SignInCodes
 from jobs.run import WorkerParts
 from jobs.runner import JobRunner
@@ -54,6 +55,8 @@ class Runtime:
         self.questions = Questions(self.links, self.casts)
         # CDP clients on leased pages: their tokens, and the one session they share.
         self.cdp = CdpHub(self.pages, self.request_log)
+        # The turns of each address's wrong keys (core/wrong_keys.py).
+        self.wrong_keys = WrongKeys()
         # One-shot media links being downloaded now (media_store/views.py).
         self.downloading: set[str] = set()
         # The demo site's sign-in codes not used yet (demo_site/sign_in.py).

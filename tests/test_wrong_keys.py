@@ -1,0 +1,287 @@
+"""A wrong key waits its turn on every route that takes a key, the worker's
+and the waker's alike (core/wrong_keys.py).
+
+The routes come from the URL configurations (the waker's read in a process
+of its own, under its settings), so a new route is covered as it is added.
+On each, N wrong keys sent at once from one address are answered one turn
+apart: the k-th answer comes no sooner than k turns after they were sent.
+Only lower bounds are asserted: a loaded machine makes answers later, never
+sooner. A right key is not held behind wrong ones, and a flood of wrong keys
+from one address is answered 429 without its keys being compared."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from django.urls import get_resolver
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from core import wrong_keys
+from core.wrong_keys import KeyFlood, WrongKeys
+from harness.waker import WakerProcess
+from harness.worker import ROOT, TEST_KEY, WorkerProcess
+
+TURN_S = 0.25
+QUEUE = 4
+AT_ONCE = 3  # wrong keys sent together on each route: fewer than QUEUE, so all are compared
+SAMPLE = {
+    "page_id": "main",
+    "family": "web",
+    "action": "state",
+    "name": "nap",
+    "token": "abc",
+    "job_id": "0123456789abcdef",
+    "schedule_id": "0123456789abcdef",
+}
+WRONG = {"Authorization": "Bearer not-the-key"}
+SETTINGS = {"KEY_REFUSAL_S": str(TURN_S), "KEY_REFUSAL_QUEUE": str(QUEUE)}
+
+
+def concrete(route: str) -> str:
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: SAMPLE[m.group(1)], route)
+
+
+def worker_routes() -> list[str]:
+    """Every route of the worker's API that takes its key: all but health."""
+    routes = []
+    for pattern in get_resolver().url_patterns:
+        route = str(getattr(pattern, "pattern", ""))
+        if route.startswith("api/v1/") and route != "api/v1/health":
+            routes.append(concrete(route))
+    return routes
+
+
+# Printed by a process with the waker's settings: its URL configuration, the console's included.
+WAKER_ROUTES = """
+import json, os
+os.environ["DJANGO_SETTINGS_MODULE"] = "penelope_site.waker_settings"
+import django
+django.setup()
+from django.urls import URLResolver, get_resolver
+def walk(patterns, prefix=""):
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from walk(pattern.url_patterns, prefix + str(pattern.pattern))
+        else:
+            yield prefix + str(pattern.pattern)
+print(json.dumps(list(walk(get_resolver().url_patterns))))
+"""
+# The waker's routes that take no key: health, the console's sign-in page
+# (whose form takes it: tested on its own) and its static files.
+WAKER_KEYLESS = {"api/v1/health", "console/sign-in", "console/static/<str:name>"}
+
+
+def waker_routes() -> list[str]:
+    printed = subprocess.run([sys.executable, "-c", WAKER_ROUTES], cwd=ROOT, capture_output=True, text=True, check=True)
+    routes = [concrete(route) for route in json.loads(printed.stdout) if route not in WAKER_KEYLESS]
+    # And the proxy in front of Django, which checks the persona's keys before it wakes anyone.
+    return [*routes, "/w/nap/api/v1/pages"]
+
+
+async def answered(
+    client: httpx.AsyncClient, path: str, headers: dict[str, str], began: float
+) -> tuple[httpx.Response, float]:
+    response = await client.get(path, headers=headers)
+    return response, time.monotonic() - began
+
+
+async def wrong_at_once(base_url: str, path: str, count: int = AT_ONCE, source: str = "127.0.0.1"):
+    """`count` wrong keys sent together from `source`: their answers, and
+    when each came, in seconds since they were sent, in the order they came."""
+    transport = httpx.AsyncHTTPTransport(local_address=source)
+    async with httpx.AsyncClient(base_url=base_url, transport=transport, timeout=60) as client:
+        began = time.monotonic()
+        results = await asyncio.gather(*(answered(client, path, WRONG, began) for _ in range(count)))
+    return sorted(results, key=lambda result: result[1])
+
+
+def assert_one_turn_apart(results: list[tuple[httpx.Response, float]], what: str) -> None:
+    for turn, (_, seconds) in enumerate(results, start=1):
+        assert seconds >= turn * TURN_S - 0.01, f"{what}: wrong key {turn} answered after {seconds:.3f} s"
+
+
+async def socket_refused_after(url: str, began: float) -> float:
+    with pytest.raises(InvalidStatus):
+        async with connect(url, additional_headers=WRONG, open_timeout=60):
+            pass
+    return time.monotonic() - began
+
+
+async def sockets_at_once(url: str) -> list[float]:
+    began = time.monotonic()
+    return sorted(await asyncio.gather(*(socket_refused_after(url, began) for _ in range(AT_ONCE))))
+
+
+# --- the rule itself -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def turns(settings) -> WrongKeys:
+    settings.KEY_REFUSAL_S = TURN_S
+    settings.KEY_REFUSAL_QUEUE = QUEUE
+    return WrongKeys()
+
+
+def never(*_: object) -> bool:
+    raise AssertionError("a flood's key was compared")
+
+
+def test_the_wrong_keys_of_one_address_take_turns_and_a_right_key_none(turns):
+    now = time.monotonic()
+    dues = [turns.judge("192.0.2.1", lambda: False) for _ in range(3)]
+    assert dues[0] >= now + TURN_S
+    assert [round(later - earlier, 6) for earlier, later in zip(dues, dues[1:], strict=False)] == [TURN_S, TURN_S]
+    # Another address has its own turns; a right key, from either, has none.
+    assert turns.judge("192.0.2.2", lambda: False) < dues[1]
+    assert turns.judge("192.0.2.1", lambda: True) is None
+    assert turns.judge("192.0.2.3", lambda: True) is None
+    assert turns.remembered() == 2
+
+
+def test_a_flood_is_refused_without_its_key_compared_and_says_when_to_come_back(turns):
+    for _ in range(QUEUE):
+        assert turns.judge("192.0.2.1", lambda: False) is not None
+    with pytest.raises(KeyFlood) as flood:
+        turns.judge("192.0.2.1", never)
+    assert flood.value.retry_after_s >= 1 and "KEY_REFUSAL_QUEUE" in flood.value.message
+    assert turns.judge("192.0.2.2", lambda: True) is None  # others are not held up
+
+
+async def test_hanging_up_keeps_the_turn_and_passed_turns_are_forgotten(turns):
+    due = turns.judge("192.0.2.1", lambda: False)
+    waiting = asyncio.ensure_future(turns.refusal("192.0.2.1", due))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert turns.judge("192.0.2.1", lambda: False) >= due + TURN_S  # the turn hung up on still counts
+    assert not await turns.check("192.0.2.2", lambda: False)
+    assert turns.remembered() == 1  # .2's last turn came and went; .1's has not come yet
+
+
+def test_the_addresses_remembered_are_bounded(turns, monkeypatch):
+    monkeypatch.setattr(wrong_keys, "MAX_ADDRESSES", 3)
+    for address in ("192.0.2.1", "192.0.2.2", "192.0.2.3"):
+        turns.judge(address, lambda: False)
+    with pytest.raises(KeyFlood):
+        turns.judge("192.0.2.4", never)
+    assert turns.remembered() == 3
+
+
+def test_without_a_wait_nothing_is_remembered(turns, settings):
+    settings.KEY_REFUSAL_S = 0
+    for _ in range(100):
+        assert turns.judge("192.0.2.1", lambda: False) <= time.monotonic()
+    assert turns.remembered() == 0
+
+
+# --- the worker's routes -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env={**SETTINGS, "MAX_PAGES": "2"}).start()
+    yield running
+    running.stop()
+
+
+def test_the_route_lists_cover_both_servers():
+    worker, waker = worker_routes(), waker_routes()
+    assert "/api/v1/main/plugin/web/state" in worker and "/api/v1/jobs" in worker and len(worker) >= 25
+    assert {"/api/v1/personas", "/api/v1/fleet/jobs", "/console/", "/w/nap/api/v1/pages"} <= set(waker)
+
+
+@pytest.mark.parametrize("path", worker_routes())
+async def test_each_worker_route_answers_wrong_keys_one_turn_apart(slow_worker, path):
+    results = await wrong_at_once(slow_worker.base_url, path)
+    for response, _ in results:
+        assert response.status_code == 401, (path, response.text)
+        assert response.json() == {"success": False, "error": response.json()["error"], "page_id": None}
+    assert_one_turn_apart(results, path)
+
+
+async def test_the_event_socket_refuses_wrong_keys_one_turn_apart(slow_worker):
+    refused = await sockets_at_once(f"ws://127.0.0.1:{slow_worker.port}/api/v1/events")
+    assert_one_turn_apart([(None, seconds) for seconds in refused], "/api/v1/events")
+
+
+async def test_a_right_key_is_not_held_behind_wrong_ones_and_a_flood_is_not_compared(slow_worker):
+    """Wrong keys from 127.0.0.2, more than its queue: the extra ones get 429
+    at once, and so does its right key meanwhile (not compared); a right key
+    from 127.0.0.1 is answered while .2's turns still run."""
+    right = {"Authorization": f"Bearer {TEST_KEY}"}
+    other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with (
+        httpx.AsyncClient(base_url=slow_worker.base_url, transport=other, timeout=60) as guesser,
+        httpx.AsyncClient(base_url=slow_worker.base_url, timeout=60) as operator,
+    ):
+        began = time.monotonic()
+        wrong = [asyncio.ensure_future(answered(guesser, "/api/v1/activity", WRONG, began)) for _ in range(QUEUE + 2)]
+        await asyncio.sleep(0)
+        while not any(task.done() for task in wrong):  # the first 429 says all of .2's turns are taken
+            await asyncio.wait(wrong, return_when=asyncio.FIRST_COMPLETED)
+        flooded = await guesser.get("/api/v1/activity", headers=right)
+        assert flooded.status_code == 429 and int(flooded.headers["Retry-After"]) >= 1
+        assert flooded.json()["success"] is False and "KEY_REFUSAL_QUEUE" in flooded.json()["error"]
+        answered_right = await operator.get("/api/v1/activity", headers=right)
+        wrong_by_then = sum(task.done() and task.result()[0].status_code == 401 for task in wrong)
+        assert answered_right.status_code == 200
+        assert wrong_by_then < QUEUE, "the right key waited for every wrong one from another address"
+        results = sorted(await asyncio.gather(*wrong), key=lambda result: result[1])
+    statuses = [response.status_code for response, _ in results]
+    assert sorted(statuses) == [401] * QUEUE + [429] * 2
+    assert_one_turn_apart([result for result in results if result[0].status_code == 401], "/api/v1/activity from .2")
+    async with httpx.AsyncClient(base_url=slow_worker.base_url, transport=other, timeout=60) as guesser:
+        assert (await guesser.get("/api/v1/activity", headers=right)).status_code == 200  # its turns are over
+
+
+# --- the waker's routes --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_waker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WakerProcess]:
+    running = WakerProcess(
+        tmp_path_factory.mktemp("waker"),
+        [{"name": "nap", "mode": "sleepy", "idle_timeout_s": 600}],
+        env={**SETTINGS, "WAKER_FORK_WORKERS": "0"},
+    ).start()
+    yield running
+    assert running.stop() == []
+
+
+@pytest.mark.parametrize("path", waker_routes())
+async def test_each_waker_route_answers_wrong_keys_one_turn_apart(slow_waker, path):
+    results = await wrong_at_once(slow_waker.base_url, path)
+    for response, _ in results:
+        assert response.status_code == 401, (path, response.text)
+        if path.startswith(("/api/", "/w/")):
+            assert response.json() == {"success": False, "error": response.json()["error"], "page_id": None}
+    assert_one_turn_apart(results, path)
+    assert slow_waker.persona("nap")["state"] == "stopped"  # a wrong key wakes nobody
+
+
+async def test_the_console_sign_in_form_refuses_wrong_keys_one_turn_apart(slow_waker):
+    async with httpx.AsyncClient(base_url=slow_waker.base_url, timeout=60) as client:
+        began = time.monotonic()
+
+        async def sign_in() -> tuple[httpx.Response, float]:
+            response = await client.post("/console/sign-in", data={"key": "not-the-key"})
+            return response, time.monotonic() - began
+
+        results = sorted(await asyncio.gather(*(sign_in() for _ in range(AT_ONCE))), key=lambda result: result[1])
+    assert [response.status_code for response, _ in results] == [403] * AT_ONCE
+    assert_one_turn_apart(results, "/console/sign-in")
+
+
+async def test_the_wakers_event_socket_refuses_wrong_keys_one_turn_apart(slow_waker):
+    refused = await sockets_at_once(f"ws://127.0.0.1:{slow_waker.port}/w/nap/api/v1/events")
+    assert_one_turn_apart([(None, seconds) for seconds in refused], "/w/nap/api/v1/events")
+    assert slow_waker.persona("nap")["state"] == "stopped"
