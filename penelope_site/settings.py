@@ -222,6 +222,14 @@ MAX_WAITERS = env_int("MAX_WAITERS", 1000)
 # have queued for a client that reads slowly before the oldest are dropped.
 MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
 EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+# The event log (core/event_log.py): every event is numbered and kept for a
+# socket that reconnects with `?since=<id>`; the window is the newest
+# EVENT_LOG_KEEP events (0 keeps none: no ids, no replays) no older than
+# EVENT_LOG_KEEP_S, swept every SWEEP_S. Events are written every
+# EVENT_LOG_FLUSH_S: what a crash can lose.
+EVENT_LOG_KEEP = env_int("EVENT_LOG_KEEP", 10_000)
+EVENT_LOG_KEEP_S = env_float("EVENT_LOG_KEEP_S", 3600)
+EVENT_LOG_FLUSH_S = env_float("EVENT_LOG_FLUSH_S", 0.1)
 # The live view of a page (live/): viewers at once per page, the frames a
 # second each page's screencast sends at most, their JPEG quality (1 to 100)
 # and their largest side in pixels (a larger viewport is scaled down).

@@ -55,6 +55,11 @@ def build_runtime() -> Runtime:
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
+    # The event log goes on from the last run's ids (a crash leaves a `missed`
+    # event), then writes what the bus publishes every EVENT_LOG_FLUSH_S; the
+    # job sweep bounds it.
+    runtime.startup_steps.append(runtime.bus.log.open)
+    runtime.loops.append(Loop("event log", runtime.bus.log.flush, settings.EVENT_LOG_FLUSH_S))
     deliverer = Deliverer(tracker=runtime.tracker, bus=runtime.bus, tasks=runtime.tasks)
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
