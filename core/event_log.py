@@ -5,8 +5,7 @@ order, before the live events (jobs/sockets.py).
 
 Writing costs the job path one list append: `publish` numbers the event and
 queues its row, and the worker's "event log" loop writes the queued rows
-every EVENT_LOG_FLUSH_S in one transaction (one INSERT run), as the request
-log does. A replay flushes first, so it reads every event published before
+every FLUSH_S in one transaction (one INSERT run), as the request log does. A replay flushes first, so it reads every event published before
 it from the store.
 
 Ids never repeat, across restarts and crashes. The store keeps `reserved`,
@@ -39,6 +38,8 @@ from core.models import EventRecord, EventSequence
 
 log = logging.getLogger("penelope.events")
 
+# How often the queued events are written: what a crash (kill -9) may lose.
+FLUSH_S = 0.1
 # Ids reserved in the store ahead of the ones issued: a flush moves the
 # reservation on when fewer than half are left. Only a run that publishes
 # half of it within one flush interval could issue an id the store has not
