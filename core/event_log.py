@@ -45,8 +45,14 @@ FLUSH_S = 0.1
 # half of it within one flush interval could issue an id the store has not
 # reserved (and then only a crash right then could see it issued twice).
 RESERVE_IDS = 100_000
-# Rows one read of a replay takes from the store: a short call on the database thread.
-REPLAY_ROWS = 500
+# Rows one read of a replay takes from the store: a short call on the database
+# thread, and at most REPLAY_ROWS × TEXT_MAX bytes in memory.
+REPLAY_ROWS = 100
+# The longest event JSON kept (a job's result may be megabytes): a longer one
+# is kept as a `missed` event (cause `large`) with its id, page and job, which
+# tells a client that catches up to read that job by polling. With
+# EVENT_LOG_KEEP this bounds what the log can hold.
+TEXT_MAX = 64 * 1024
 # Rows one transaction of the sweep deletes (a range of ids: one DELETE).
 SWEEP_ROWS = 2000
 # Rows queued while the store refuses them (a full disk) before the oldest are
@@ -75,10 +81,11 @@ def with_id(event_id: int, text: str) -> str:
     return f'{{"id":{event_id},{text[1:]}'
 
 
-def missed_text(at: float, **detail: object) -> str:
-    """A `missed` event, shaped as the others are (no page, no job): what a
-    socket is told when it cannot be given every event after its `since`."""
-    sent = {"event": MISSED, "at": round(at, 6), "page_id": None, "job_id": None, "job": None, "detail": detail}
+def missed_text(at: float, page_id: str | None = None, job_id: str | None = None, **detail: object) -> str:
+    """A `missed` event, shaped as the others are: what a socket is told when
+    it cannot be given every event after its `since` (the page and the job
+    are those of an event kept only as too large)."""
+    sent = {"event": MISSED, "at": round(at, 6), "page_id": page_id, "job_id": job_id, "job": None, "detail": detail}
     return json.dumps(sent, separators=(",", ":"))
 
 
@@ -104,6 +111,8 @@ class EventLog:
         event_id = self.next_id
         if event_id is not None:
             self.next_id = event_id + 1
+        if len(text) > TEXT_MAX:
+            text = missed_text(at, page_id, job_id, cause="large", event=kind)
         self.pending.append(Row(event_id, at, kind, page_id, job_id, text))
         if len(self.pending) > PENDING_MAX:
             dropped = self.pending.pop(0)

@@ -151,3 +151,18 @@ def test_a_since_older_than_the_window_is_told_missed_first_then_what_is_kept(ma
         kept = read_until(socket, lambda seen: seen and seen[-1]["id"] == newest)
     assert told["event"] == "missed" and told["detail"] == {"cause": "window", "since": oldest}
     assert 1 <= len(kept) <= 5 and [event["id"] for event in kept] == sorted(event["id"] for event in kept)
+
+
+def test_an_event_too_large_to_keep_is_replayed_as_missed_with_its_id_and_job(worker, api):
+    with socket_to(worker, "page=main") as socket:
+        job_id = start(api, "main", "testing/blob", {"size": 100_000})
+        live = read_until(socket, lambda seen: ended_of(seen, job_id))
+    since = live[0]["id"] - 1
+    with socket_to(worker, f"since={since}&job={job_id}") as socket:
+        replayed = read_until(socket, lambda seen: seen and seen[-1]["id"] == live[-1]["id"])
+    assert [event["id"] for event in replayed] == [event["id"] for event in live if event["job_id"] == job_id]
+    assert replayed[:-1] == [event for event in live[:-1] if event["job_id"] == job_id]  # the small ones, whole
+    large = replayed[-1]
+    assert live[-1]["event"] == "job.ended" and len(live[-1]["job"]["result"]["data"]) == 100_000
+    assert large["event"] == "missed" and large["job_id"] == job_id and large["page_id"] == "main"
+    assert large["detail"] == {"cause": "large", "event": "job.ended"}
