@@ -75,7 +75,7 @@ class Event(enum.StrEnum):
     MISSED = "missed"
 
 
-Message = dict[str, Any]  # `type`, `event`, `at`, `page_id`, `job_id`, the publisher's fields, `text`
+Message = dict[str, Any]  # `type`, `event`, `at`, `page_id`, `job_id`, the publisher's fields, `id`, `text`
 OnEvent = Callable[[Message], object]
 
 
@@ -89,7 +89,7 @@ class Bus:
 
     def __init__(self, tasks: Tasks | None = None) -> None:
         self.tasks = tasks or Tasks()  # the sockets' sends
-        self.sockets = 0  # event sockets connected: the JSON text is built only while one is
+        self.sockets = 0  # event sockets connected: the JSON text is built only while one is, or the log keeps it
         self._listeners: dict[Event, list[OnEvent]] = collections.defaultdict(list)
         self.log = EventLog()  # numbers every event and keeps it for replays
 
@@ -118,12 +118,12 @@ class Bus:
         detail: dict[str, Any] | None = None,
         **fields: Any,
     ) -> None:
-        """Publish one event to every listener and socket. `job` renders the job
-        as a poll shows it; it is called only when a socket will send it.
-        `detail` (the browser's and a crash's events) is sent to sockets as it
-        is. Outside a running event loop (a management command) there is nobody
-        to tell, and an event that no socket, no listener and no log hears is
-        only counted."""
+        """Publish one event to every listener and socket, and to the log. `job`
+        renders the job as a poll shows it; it is called only when a socket
+        will send it or the log keeps it. `detail` (the browser's and a
+        crash's events) is sent to sockets as it is. Outside a running event
+        loop (a management command) there is nobody to tell, and an event
+        that no socket, no listener and no log hears is only counted."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
