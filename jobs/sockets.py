@@ -80,6 +80,7 @@ class EventStream(AsyncWebsocketConsumer):
         self.last_sent = issued if self.since is None else min(self.since, issued)
         self.queue: deque[tuple[int | None, str]] = deque()
         self.dropped = 0
+        self.dropped_id: int | None = None  # the newest dropped, which a replay may have sent
         self.queued = asyncio.Event()
         await self.channel_layer.group_add(events.GROUP, self.channel_name)
         await self.accept()
@@ -108,8 +109,9 @@ class EventStream(AsyncWebsocketConsumer):
         if self.page_filter is not None and message["page_id"] != self.page_filter:
             return
         if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
-            self.queue.popleft()
+            dropped_id, _ = self.queue.popleft()
             self.dropped += 1
+            self.dropped_id = dropped_id
         self.queue.append((message.get("id"), text))
         self.queued.set()
 
@@ -138,7 +140,9 @@ class EventStream(AsyncWebsocketConsumer):
                     continue  # sent by the replay
                 if self.dropped:
                     dropped, self.dropped = self.dropped, 0
-                    await self.send_event(None, json.dumps({"event": "overflow", "dropped": dropped}))
+                    # Dropped while a replay ran, and sent by it: nothing was missed.
+                    if self.dropped_id is None or self.dropped_id > self.last_sent:
+                        await self.send_event(None, json.dumps({"event": "overflow", "dropped": dropped}))
                 await self.send_event(event_id, text)
 
     async def replay(self) -> None:

@@ -130,6 +130,11 @@ def test_an_id_this_store_never_issued_is_told_missed_then_live_events(worker, a
     assert all(event["id"] < 10**14 for event in seen)
 
 
+def swept(counted: tuple[int, int | None, int | None], oldest: int, newest: int) -> bool:
+    count, first, last = counted
+    return count <= 5 and first is not None and first > oldest and last == newest
+
+
 def test_a_since_older_than_the_window_is_told_missed_first_then_what_is_kept(make_worker):
     worker = make_worker({"EVENT_LOG_KEEP": "5", "SWEEP_S": "0.2"})
     with worker.client() as api, socket_to(worker) as socket:
@@ -143,8 +148,9 @@ def test_a_since_older_than_the_window_is_told_missed_first_then_what_is_kept(ma
     newest = seen[-1]["id"]
     store = sqlite3.connect(worker.store / "penelope.db")
     try:
-        kept = "select count(*), min(id) from core_event"
-        wait_until(lambda: (row := store.execute(kept).fetchone())[0] <= 5 and row[1] > oldest, what="the sweep")
+        # Every event written (the newest is in), and the sweep past them, down to its bound.
+        kept = "select count(*), min(id), max(id) from core_event"
+        wait_until(lambda: swept(store.execute(kept).fetchone(), oldest, newest), what="the sweep")
     finally:
         store.close()
     with socket_to(worker, f"since={oldest}") as socket:
