@@ -53,7 +53,6 @@ EVENT_ID = re.compile(r"[0-9]{1,15}", re.ASCII)  # an event's id, as `since`
 
 class EventStream(AsyncWebsocketConsumer):
     counted = False
-    since: int | None = None
 
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers", []))
