@@ -27,6 +27,7 @@ from core import metrics
 from core.api import refusal
 from core.db_thread import BATCH_ROWS, adrain, drain
 from core.errors import Interrupted, JobsFull, JobStillRunning, NoSuchJob
+from core.event_log import SWEEP_ROWS, sweep_events_batch
 from core.routes import ANY
 from jobs.models import DeliveryAttempt, Job
 from jobs.options import JobOptions, back_off_s, wait_in_line_s
@@ -260,12 +261,14 @@ def log_recovery(counts: dict[str, int]) -> None:
 
 
 def sweep(now: float | None = None) -> dict[str, int]:
-    """Delete expired jobs, finished media files and expired delivery attempts."""
+    """Delete expired jobs, finished media files, expired delivery attempts
+    and the events past the event log's window."""
     now = now or time.time()
     return {
         "jobs": drain(discard_expired_batch, now),
         "files": drain(media.sweep_batch, now),
         "attempts": drain(discard_expired_attempts_batch, now),
+        "events": drain(sweep_events_batch, now),
     }
 
 
@@ -276,5 +279,6 @@ async def asweep(now: float | None = None) -> dict[str, int]:
         "jobs": await adrain(discard_expired_batch, now),
         "files": await adrain(media.sweep_batch, now),
         "attempts": await adrain(discard_expired_attempts_batch, now),
+        "events": await adrain(sweep_events_batch, now, full=SWEEP_ROWS),
     }
 

@@ -4,7 +4,10 @@ The handshake must carry the bearer key (`Authorization: Bearer …`); a bad
 or missing key, a bad filter, or one socket past MAX_EVENT_SOCKETS (for a read
 key, past MAX_EVENT_SOCKETS less the share kept for the full key: core/caps.py)
 is refused before the socket is accepted (daphne answers the handshake 403). Optional
-query filters: `job=<job id>` and `page=<page id>`.
+query filters: `job=<job id>` and `page=<page id>`; and `since=<event id>`, the
+last event a client saw: the socket first sends the kept events after it
+(core/event_log.py), then the live ones, none twice and none left out at the
+seam (each event's id says where it stands).
 
 Each event is one JSON text message (core/events.py builds it once for all
 sockets). A client that reads slowly never slows the worker: each socket has
@@ -13,6 +16,13 @@ drained only as fast as the connection takes them; when it is full the
 oldest events are dropped, and the client is told how many with
 `{"event": "overflow", "dropped": n}` before the next one. Sockets are not
 client activity: an open one does not keep a sleepy worker awake.
+
+The seam: the socket joins the bus's group before its replay asks the log to
+write what it holds, so every event is either in the store when the replay
+reads it, or in the socket's queue, or both; the sender sends the replay
+first, then the queue, skipping any id it has sent already. When events after
+`since` are no longer kept (past the window), the first message says so:
+`{"event": "missed", …, "detail": {"cause": "window", "since": …}}`.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
@@ -30,6 +41,7 @@ from django.conf import settings
 from core import events
 from core.auth import READ, authorization_matches, key_role
 from core.caps import has_room
+from core.event_log import missed_text, with_id
 from core.runtime import runtime_of
 from core.writable import Writable
 from core.wrong_keys import KeyFlood
@@ -37,6 +49,7 @@ from jobs.shapes import for_reader as job_for_reader
 
 JOB_FILTER = re.compile(r"[0-9a-f]{16}")
 PAGE_FILTER = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+EVENT_ID = re.compile(r"[0-9]{1,15}", re.ASCII)  # an event's id, as `since`
 
 
 class EventStream(AsyncWebsocketConsumer):
@@ -67,27 +80,36 @@ class EventStream(AsyncWebsocketConsumer):
         if not has_room(key_role(authorization), self.bus.sockets, settings.MAX_EVENT_SOCKETS):
             await self.close()
             return
-        self.job_filter, self.page_filter = filters
+        self.job_filter, self.page_filter, self.since = filters
         # A read key's socket shows each event's job as its polls do (jobs.shapes.for_reader).
         self.reads_only = key_role(authorization) == READ
         self.bus.sockets += 1
         self.counted = True
-        self.queue: deque[str] = deque()
+        # The newest id sent: live events up to it are skipped. Without `since`
+        # (or with one never issued), the events published before this socket
+        # counted are not its own.
+        issued = self.bus.log.next_id - 1 if self.bus.log.next_id is not None else 0
+        self.last_sent = issued if self.since is None else min(self.since, issued)
+        self.queue: deque[tuple[int | None, str]] = deque()
         self.dropped = 0
+        self.dropped_id: int | None = None  # the newest dropped, which a replay may have sent
         self.queued = asyncio.Event()
         await self.channel_layer.group_add(events.GROUP, self.channel_name)
         await self.accept()
         self.writable = Writable.of(self.base_send)
         self.sender = self.bus.tasks.spawn(self.send_queued(), about="an event socket")
 
-    def filters(self) -> tuple[str | None, str | None] | None:
-        """The `job` and `page` filters, or None when one is malformed."""
+    def filters(self) -> tuple[str | None, str | None, int | None] | None:
+        """The `job` and `page` filters and `since`, or None when one is malformed."""
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         job = query.get("job", [None])[-1]
         page = query.get("page", [None])[-1]
+        since = query.get("since", [None])[-1]
         if (job is not None and not JOB_FILTER.fullmatch(job)) or (page is not None and not PAGE_FILTER.fullmatch(page)):
             return None
-        return job, page
+        if since is not None and not EVENT_ID.fullmatch(since):
+            return None
+        return job, page, None if since is None else int(since)
 
     async def bus_event(self, message: dict[str, Any]) -> None:
         """An event from the bus (channels dispatches `type: bus.event` here)."""
@@ -98,25 +120,66 @@ class EventStream(AsyncWebsocketConsumer):
             return
         if self.page_filter is not None and message["page_id"] != self.page_filter:
             return
-        if self.reads_only and '"job":{' in text:
-            text = for_reader(text)
         if len(self.queue) >= settings.EVENT_SOCKET_QUEUE:
-            self.queue.popleft()
+            dropped_id, _ = self.queue.popleft()
             self.dropped += 1
-        self.queue.append(text)
+            self.dropped_id = dropped_id
+        self.queue.append((message.get("id"), text))
         self.queued.set()
 
+    def shown(self, text: str) -> str:
+        """An event's JSON as this socket sends it: a read key's redacted."""
+        return for_reader(text) if self.reads_only and '"job":{' in text else text
+
+    async def send_event(self, event_id: int | None, text: str) -> None:
+        if self.writable is not None:
+            await self.writable.open.wait()
+        if event_id is None:
+            await self.send(text_data=self.shown(text))
+            return
+        self.last_sent = event_id
+        await self.send(text_data=with_id(event_id, self.shown(text)))
+
     async def send_queued(self) -> None:
+        if self.since is not None:
+            await self.replay()
         while True:
             await self.queued.wait()
             self.queued.clear()
             while self.queue:
-                if self.writable is not None:
-                    await self.writable.open.wait()
+                event_id, text = self.queue.popleft()
+                if event_id is not None and event_id <= self.last_sent:
+                    continue  # sent by the replay
                 if self.dropped:
                     dropped, self.dropped = self.dropped, 0
-                    await self.send(text_data=json.dumps({"event": "overflow", "dropped": dropped}))
-                await self.send(text_data=self.queue.popleft())
+                    # Dropped while a replay ran, and sent by it: nothing was missed.
+                    if self.dropped_id is None or self.dropped_id > self.last_sent:
+                        await self.send_event(None, json.dumps({"event": "overflow", "dropped": dropped}))
+                await self.send_event(event_id, text)
+
+    async def replay(self) -> None:
+        """The kept events after `since`, oldest first, before the live ones
+        queued meanwhile; `missed` first when some are no longer kept."""
+        log = self.bus.log
+        await log.flush()  # every event published before now is in the store, or queued here
+        after = self.since
+        if not log.keeps or log.next_id is None or after >= log.next_id:
+            # Nothing to replay from: no log (the window is empty), or an id
+            # this store never issued (another worker's, or a store started afresh).
+            cause = "unknown" if log.keeps and log.next_id is not None else "window"
+            await self.send_event(None, missed_text(time.time(), cause=cause, since=after))
+            return
+        told = False
+        while True:
+            rows, gone = await log.read(after, self.job_filter, self.page_filter)
+            if gone and not told:
+                told = True
+                await self.send_event(None, missed_text(time.time(), cause="window", since=after))
+            for event_id, text in rows:
+                await self.send_event(event_id, text)
+            if not rows:
+                return
+            after = rows[-1][0]
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients have nothing to say; what they send is ignored."""

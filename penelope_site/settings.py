@@ -218,10 +218,12 @@ SCHEDULES_MAX = env_int("SCHEDULES_MAX", 100)
 SCHEDULE_REFUSAL_LOG_S = env_float("SCHEDULE_REFUSAL_LOG_S", 60)
 # Long-polls (`GET /api/v1/jobs/{id}?wait=S`) waiting at once; one more answers 503.
 MAX_WAITERS = env_int("MAX_WAITERS", 1000)
-# Event sockets (`/api/v1/events`) open at once, and the events each may
-# have queued for a client that reads slowly before the oldest are dropped.
+# Event sockets (`/api/v1/events`) open at once; events queued for a slow one before its oldest are dropped;
+# the events kept for `?since=` (core/event_log.py): the newest EVENT_LOG_KEEP (0: none), EVENT_LOG_KEEP_S at most.
 MAX_EVENT_SOCKETS = env_int("MAX_EVENT_SOCKETS", 100)
 EVENT_SOCKET_QUEUE = env_int("EVENT_SOCKET_QUEUE", 1000)
+EVENT_LOG_KEEP = env_int("EVENT_LOG_KEEP", 10_000)
+EVENT_LOG_KEEP_S = env_float("EVENT_LOG_KEEP_S", 3600)
 # The live view of a page (live/): viewers at once per page, the frames a
 # second each page's screencast sends at most, their JPEG quality (1 to 100)
 # and their largest side in pixels (a larger viewport is scaled down).
@@ -245,11 +247,9 @@ METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
 # Opens /api/v1/metrics without the key, for a scraper inside a private network.
 METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
 
-# The job event bus (core/events.py): channels' in-memory layer, for a worker
-# is one process. Every listener drains its channel as events arrive; the
-# capacity covers a burst published before a listener runs again, and group
-# memberships last as long as the worker (channels' default drops them after
-# a day).
+# The job event bus (core/events.py): channels' in-memory layer, for a worker is one process. Every listener
+# drains its channel as events arrive; the capacity covers a burst published before a listener runs again,
+# and group memberships last as long as the worker (channels' default drops them after a day).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels.layers.InMemoryChannelLayer",

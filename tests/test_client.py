@@ -366,6 +366,19 @@ def test_events_of_a_page_and_of_one_job(worker, client):
         quiet.receive(timeout=0.2)
 
 
+def test_events_since_an_id_catch_up_on_what_happened_meanwhile(client):
+    with client.events(page="main") as events:
+        first = client.start_job("main", "testing/sleep", {"seconds": 0}, ttl=30)
+        last_seen = next(e for e in events if e["event"] == "job.ended" and e["job_id"] == first.id)["id"]
+    meanwhile = client.start_job("main", "testing/sleep", {"seconds": 0}, ttl=30)
+    meanwhile.wait(timeout=30)
+    with client.events(page="main", since=last_seen) as events:
+        ended = next(event for event in events if event["event"] == "job.ended")
+    assert ended["job_id"] == meanwhile.id and ended["id"] > last_seen
+    first.forget()
+    meanwhile.forget()
+
+
 def by_hand(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
     """A Standard Webhooks signature, from the specification."""
     key = base64.b64decode(secret.removeprefix("whsec_"))

@@ -23,7 +23,7 @@ ENV = {
     "EVENT_SOCKET_QUEUE": "20",
     "MAX_PAGES": "4",
 }
-JOB_EVENT_KEYS = {"event", "at", "page_id", "job_id", "job"}
+JOB_EVENT_KEYS = {"id", "event", "at", "page_id", "job_id", "job"}
 
 
 @pytest.fixture(scope="module")

@@ -258,3 +258,33 @@ def test_secret_paths_hide_what_they_name_and_nothing_else():
 def test_a_bad_secret_path_is_refused_when_the_family_loads(bad):
     with pytest.raises(TypeError, match="dotted path"):
         Family("sample").action("get", secret=[bad])
+
+
+def test_events_replayed_to_a_read_key_are_redacted_exactly_as_live_ones(reading, site):
+    """A read key's socket that catches up (`?since=<id>`) is sent each event
+    as a read key's live socket was: the same text, no secret in it."""
+    with Receiver() as receiver, reading.client() as full:
+        host_and_port = receiver.url.removeprefix("http://")
+        callback = f"http://hook:{PASSWORD_SECRET}@{host_and_port}/500/replayed?token={TOKEN_SECRET}"
+        planted = full.post(
+            "/main/plugin/web/cookies",
+            json={"op": "set", "cookies": [{"name": "session", "value": COOKIE_SECRET, "url": site.url}]},
+        )
+        assert planted.status_code == 200, planted.text
+        with events_socket(reading, READER) as live_socket:
+            started = full.post(
+                "/main/plugin/web/cookies", json={"op": "list", "url": site.url}, headers={"X-Callback-Url": callback}
+            )
+            assert started.status_code == 202, started.text
+            job_id = started.json()["job_id"]
+            live = [text for text in until_ended(live_socket, job_id) if json.loads(text)["job_id"] == job_id]
+        since = json.loads(live[0])["id"] - 1
+        replay = connect(
+            f"ws://127.0.0.1:{reading.port}/api/v1/events?since={since}&job={job_id}",
+            additional_headers={"Authorization": f"Bearer {READER}"},
+        )
+        with replay:
+            replayed = until_ended(replay, job_id)
+    assert replayed == live  # the same texts, redacted alike
+    assert all(leaked(text) == [] for text in replayed)
+    assert json.loads(replayed[-1])["job"]["result"]["cookies"][0]["value"] == HIDDEN

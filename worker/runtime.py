@@ -123,4 +123,9 @@ class Runtime:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self.pages.detach()
-        await self.browser.close()
+        try:
+            await self.browser.close()
+        finally:
+            # Last: the events of the stop are written too, and the next start
+            # goes on from the last id issued (core/event_log.py).
+            await self.bus.log.close()

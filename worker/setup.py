@@ -12,6 +12,7 @@ from browser.pool import close_idle
 from browser.processes import charged_bytes
 from browser.purge import purge_loop_step
 from browser.registry import PageRegistry
+from core import event_log
 from core.db_thread import VACUUM_PAGES, adrain, on_db_thread, release_free_pages
 from jobs.delivery import Deliverer
 from jobs.services import arecover, asweep
@@ -55,6 +56,11 @@ def build_runtime() -> Runtime:
     runtime = Runtime()
     runtime.startup_steps.append(load_plugins)
     runtime.startup_steps.append(recover_jobs)
+    # The event log goes on from the last run's ids (a crash leaves a `missed`
+    # event), then writes what the bus publishes every FLUSH_S; the job sweep
+    # bounds it.
+    runtime.startup_steps.append(runtime.bus.log.open)
+    runtime.loops.append(Loop("event log", runtime.bus.log.flush, event_log.FLUSH_S))
     deliverer = Deliverer(tracker=runtime.tracker, bus=runtime.bus, tasks=runtime.tasks)
     runtime.services.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.

@@ -132,9 +132,11 @@ def socket_root(root: str) -> str:
     return f"{socket_scheme}://{rest}"
 
 
-def events_url(root: str, job: str | None, page: str | None) -> str:
-    """`ws://…/api/v1/events` (`wss://` for https), with its filters."""
-    query = urlencode({name: value for name, value in (("job", job), ("page", page)) if value is not None})
+def events_url(root: str, job: str | None, page: str | None, since: int | None = None) -> str:
+    """`ws://…/api/v1/events` (`wss://` for https), with its filters and the
+    id of the last event seen (`since`), to catch up from."""
+    given = (("job", job), ("page", page), ("since", since))
+    query = urlencode({name: value for name, value in given if value is not None})
     return f"{socket_root(root)}{API}/events" + (f"?{query}" if query else "")
 
 

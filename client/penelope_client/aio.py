@@ -187,9 +187,10 @@ class AsyncPenelope(AsyncCredentialCalls):
                 return
             params["cursor"] = answer["next"]
 
-    def events(self, *, job: str | None = None, page: str | None = None) -> AsyncEventStream:
-        """`async with client.events(job=...) as events: async for event in events: ...`."""
-        return AsyncEventStream(shared.events_url(self.base_url, job, page), shared.authorization(self.key))
+    def events(self, *, job: str | None = None, page: str | None = None, since: int | None = None) -> AsyncEventStream:
+        """`async with client.events(job=...) as events: async for event in events: ...`;
+        `since` as the sync client's."""
+        return AsyncEventStream(shared.events_url(self.base_url, job, page, since), shared.authorization(self.key))
 
     async def close(self) -> None:
         await self.http.aclose()

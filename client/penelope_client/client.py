@@ -200,10 +200,12 @@ class Penelope(CredentialCalls):
                 return
             params["cursor"] = answer["next"]
 
-    def events(self, *, job: str | None = None, page: str | None = None) -> EventStream:
+    def events(self, *, job: str | None = None, page: str | None = None, since: int | None = None) -> EventStream:
         """The live event stream, only one job's events or one page's if asked:
-        `with client.events(page="main") as events: for event in events: ...`."""
-        return EventStream(shared.events_url(self.base_url, job, page), shared.authorization(self.key))
+        `with client.events(page="main") as events: for event in events: ...`.
+        With `since` (the `id` of the last event handled), the events kept
+        after it come first."""
+        return EventStream(shared.events_url(self.base_url, job, page, since), shared.authorization(self.key))
 
     def close(self) -> None:
         self.http.close()
