@@ -26,6 +26,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cdp.permissions import Permissions
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -66,6 +68,7 @@ class Mux:
         self.bridges: set[Owner] = set()
         self.closed = False
         self.default_context_id = ""
+        self.permissions = Permissions(self)  # the clients' permission overrides, undone as each goes
         # Every message the mux sends has an id of its own, negative (the tap's
         # sign for the worker's: browser/tap.cjs) and below Playwright's one
         # negative id (-9999): its answer comes back to the mux whichever

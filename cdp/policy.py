@@ -53,10 +53,9 @@ SESSION_DOMAINS = frozenset({
     "Storage", "Target", "Browser", "WebAudio", "WebAuthn", "WebMCP",
 })
 # Browser's methods inside a page's session (the rest are the browser's).
-SESSION_BROWSER_CALLS = frozenset({
-    "Browser.getVersion", "Browser.getWindowForTarget", "Browser.setDownloadBehavior",
-    "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
-})
+# The permission calls are answered before this applies, in any session, by
+# the ledger that undoes them at the client's end (cdp/permissions.py).
+SESSION_BROWSER_CALLS = frozenset({"Browser.getVersion", "Browser.getWindowForTarget", "Browser.setDownloadBehavior"})
 
 # Answered without reaching Chromium: the persona's own setting stays.
 NOT_APPLIED = {
