@@ -136,6 +136,8 @@ ON_THE_PAGE = {
                     f"{GEOLOCATION_STATE}.then(p => p.state !== 'granted' ? p.state : new Promise(r => "
                     "navigator.geolocation.getCurrentPosition(p => r(p.coords.latitude), e => r(e.code), {timeout: 2000})))",
                     51.5),
+    "viewport": ("Emulation.setDeviceMetricsOverride", {"width": 333, "height": 444, "deviceScaleFactor": 1, "mobile": False},
+                 "innerWidth", 333),
     "dark scheme": ("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
                     "matchMedia('(prefers-color-scheme: dark)').matches", True),
     "interception": ("Fetch.enable", {"patterns": [{"urlPattern": "*/api/items*"}]},
@@ -186,9 +188,17 @@ def test_a_client_reads_and_wipes_every_origin_s_cookies_as_the_guide_says(worke
     assert api.post("/feed/primitive/goto", json={"url": f"{localhost}/set-cookie?name=elsewhere&value=2"}).status_code == 200
     with RawCdp(token_url(worker, api, pages)) as client:
         session = client.page_session()
+        # And any origin's site data: feed's local storage, from main's session.
+        assert api.post("/feed/primitive/goto", json={"url": f"{site.url}/list?page=1&pages=2"}).status_code == 200
+        on_feed(api, "localStorage.setItem('kept', 'by feed'), 1")
+        client.result("Storage.clearDataForOrigin", {"origin": site.url, "storageTypes": "local_storage"}, session)
+        assert on_feed(api, "localStorage.getItem('kept')") is None
         every = {cookie["name"] for cookie in client.result("Network.getAllCookies", {}, session)["cookies"]}
         assert {"feeds", "elsewhere"} <= every
         assert {"feeds", "elsewhere"} <= {cookie["name"] for cookie in client.result("Storage.getCookies")["cookies"]}
+        named = client.result("Network.getCookies", {"urls": [f"{localhost}/"]}, session)["cookies"]
+        assert [cookie["name"] for cookie in named] == ["elsewhere"]  # another origin's, by its URL
+        assert client.result("Network.clearBrowserCache", {}, session) == {}
         assert client.result("Network.clearBrowserCookies", {}, session) == {}
     listed = api.get("/feed/plugin/web/cookies").json()
     assert listed["cookies"] == [], json.dumps(listed)  # wiped for the persona: they are its data, not the client's
