@@ -39,6 +39,11 @@ REFUSED = {
     "Page.crash": "the page's renderer may hold other pages of the persona",
     "Browser.setWindowBounds": "windows are the persona's, one a tab; the viewport is Emulation's",
     "Browser.getBrowserCommandLine": "the command line names the persona's profile and its proxy",
+    # What Chromium keeps on the page after the client's session is detached
+    # (checked with Chromium 156): the worker's page would keep it.
+    "Emulation.setVirtualTimePolicy": "Chromium keeps the page's clock paused after the connection ends, on the worker's page",
+    "Page.setWebLifecycleState": "Chromium keeps the page frozen after the connection ends, on the worker's page",
+    "Page.setFontSizes": "Chromium keeps the page's font sizes after the connection ends, on the worker's page",
 }
 
 # Domains a client may use inside its pages' sessions; the rest act on more
@@ -60,6 +65,10 @@ SESSION_BROWSER_CALLS = frozenset({"Browser.getVersion", "Browser.getWindowForTa
 # Answered without reaching Chromium: the persona's own setting stays.
 NOT_APPLIED = {
     "Browser.setDownloadBehavior": "downloads go to the worker's own folder",
+    # Chromium keeps a page's fonts after the session that set them is detached.
+    # Playwright's set-up sends its defaults for every page, the very ones the
+    # worker's own Playwright set already: answered, so its set-up goes on.
+    "Page.setFontFamilies": "the page's fonts are the worker's, and Playwright's defaults are set already",
 }
 
 # Schemes a client may navigate to or open a tab at: the web's, and the

@@ -18,6 +18,8 @@ from tests.support.site import Site
 
 GEOLOCATION_STATE = "navigator.permissions.query({name: 'geolocation'})"
 GEOLOCATION = f"{GEOLOCATION_STATE}.then(p => p.state)"
+# A page whose clock is paused or that is frozen never answers this.
+TIME_MOVES = "new Promise(r => setTimeout(() => r('moves'), 10))"
 NOTIFICATIONS = "navigator.permissions.query({name: 'notifications'}).then(p => p.state)"
 
 
@@ -172,13 +174,36 @@ def test_what_a_client_sets_on_its_page_stays_there_and_ends_with_it(worker, api
     ("Fetch.enable", {}, False, "not offered at the browser level"),
     ("Network.setExtraHTTPHeaders", {"headers": {"X-A": "b"}}, False, "not offered at the browser level"),
     ("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Tokyo"}, False, "not offered at the browser level"),
+    # Chromium keeps these on the page after the session is detached: the worker's page would.
+    ("Emulation.setVirtualTimePolicy", {"policy": "pause"}, True, "clock paused"),
+    ("Page.setWebLifecycleState", {"state": "frozen"}, True, "frozen"),
+    ("Page.setFontSizes", {"fontSizes": {"standard": 30}}, True, "font sizes"),
 ])
 def test_what_the_table_refuses_is_answered_with_the_refusal(worker, api, pages, method, params, in_session, says):
     with RawCdp(token_url(worker, api, pages)) as client:
         session = client.page_session() if in_session else None
         assert says in error_of(client.call(method, params, session)), method
+        if in_session:  # never reached the page: main is as the worker left it
+            page = client.result("Runtime.evaluate", {"expression": TIME_MOVES, "awaitPromise": True, "returnByValue": True}, session)
+            assert page["result"]["value"] == "moves"
         # The download behaviour is answered and not applied, wherever it is sent.
         assert client.result("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": "/tmp"}, session) == {}
+
+
+WIDTH = ("(() => { const s = document.createElement('span'); s.textContent = 'iiiiiiiiiiWWWW'; document.body.append(s); "
+         "const w = s.getBoundingClientRect().width; s.remove(); return Math.round(w); })()")
+
+
+def test_a_client_s_fonts_are_answered_and_not_applied(worker, api, pages):
+    """Chromium keeps a page's fonts after the session that set them goes; Playwright's set-up sends them."""
+    before = on_main(api, pages, WIDTH)
+    with RawCdp(token_url(worker, api, pages)) as client:
+        session = client.page_session()
+        monospace = {"fontFamilies": {"standard": "DejaVu Sans Mono", "serif": "DejaVu Sans Mono", "sansSerif": "DejaVu Sans Mono"}}
+        assert client.result("Page.setFontFamilies", monospace, session) == {}
+        seen = client.result("Runtime.evaluate", {"expression": WIDTH, "returnByValue": True}, session)["result"]["value"]
+        assert seen == before
+    assert on_main(api, pages, WIDTH) == before
 
 
 def test_a_client_reads_and_wipes_every_origin_s_cookies_as_the_guide_says(worker, api, site, pages):
