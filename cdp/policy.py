@@ -39,6 +39,9 @@ REFUSED = {
     "Page.crash": "the page's renderer may hold other pages of the persona",
     "Browser.setWindowBounds": "windows are the persona's, one a tab; the viewport is Emulation's",
     "Browser.getBrowserCommandLine": "the command line names the persona's profile and its proxy",
+    "Page.setRPHRegistrationMode": (
+        "a protocol handler it lets a page register without asking stays in the persona's profile, for every page"
+    ),
     # What Chromium keeps on the page after the client's session is detached
     # (checked with Chromium 156): the worker's page would keep it.
     "Emulation.setVirtualTimePolicy": "Chromium keeps the page's clock paused after the connection ends, on the worker's page",

@@ -174,6 +174,8 @@ def test_what_a_client_sets_on_its_page_stays_there_and_ends_with_it(worker, api
     ("Fetch.enable", {}, False, "not offered at the browser level"),
     ("Network.setExtraHTTPHeaders", {"headers": {"X-A": "b"}}, False, "not offered at the browser level"),
     ("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Tokyo"}, False, "not offered at the browser level"),
+    # A handler a page registers while this holds serves every page of the persona, after the client too.
+    ("Page.setRPHRegistrationMode", {"mode": "autoAccept"}, True, "protocol handler"),
     # Chromium keeps these on the page after the session is detached: the worker's page would.
     ("Emulation.setVirtualTimePolicy", {"policy": "pause"}, True, "clock paused"),
     ("Page.setWebLifecycleState", {"state": "frozen"}, True, "frozen"),
