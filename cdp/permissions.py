@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from cdp.mux import Mux
+from typing import Any, Protocol
 
 log = logging.getLogger("penelope.cdp")
 
@@ -33,6 +30,16 @@ RESET = "Browser.resetPermissions"
 # The calls that change the persona's permission overrides; each is answered
 # here, from a client's connection or any of its sessions.
 PERMISSION_CALLS = frozenset({"Browser.grantPermissions", "Browser.setPermission", RESET})
+
+
+class Carrier(Protocol):
+    """The mux (cdp/mux.py), as the ledger uses it: it owns the ledger, so
+    the ledger names only what it calls."""
+
+    closed: bool
+    default_context_id: str
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]: ...
 
 
 class Client(Protocol):
@@ -44,7 +51,7 @@ class Client(Protocol):
 class Permissions:
     """The permission calls of the clients connected now, in the order they were made."""
 
-    def __init__(self, mux: Mux) -> None:
+    def __init__(self, mux: Carrier) -> None:
         self.mux = mux
         self.calls: list[tuple[Client, str, dict[str, Any]]] = []  # (the client's bridge, method, params)
         # One change at a time: what is set in Chromium is always what `calls` says.
