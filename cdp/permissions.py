@@ -3,11 +3,11 @@
 Chromium keeps a permission override (`Browser.grantPermissions`,
 `Browser.setPermission`) per browser context and origin, not per page: one
 a client sets holds for every page of the persona on that origin (on every
-origin when it names none), the worker's own pages too. Chromium drops a
-context's overrides only when the session that set them detaches, and then
-all of them, whoever set them. The mux's browser-level session, which
-carries the clients' calls, lives as long as the browser: an override sent
-there would stay until the browser is launched again.
+origin when it names none), the worker's own pages too. Chromium drops
+them when the session that set them detaches (checked with Chromium 156).
+The mux's browser-level session, which carries the clients' calls, lives as
+long as the browser: an override sent there would stay until the browser is
+launched again.
 
 So the ledger here carries every client's permission calls on the mux's
 session and keeps them in order. When a client goes (or sends
