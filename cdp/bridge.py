@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cdp.mux import ChromiumError, Mux
+from cdp.permissions import PERMISSION_CALLS
 from cdp.policy import NOT_APPLIED, SESSION_BROWSER_CALLS, SESSION_DOMAINS, allows, refusal
 from cdp.targets import BROWSER_CALLS, NO_SESSION, Refused, Tab, TabBudget, Targets, fake_id
 
@@ -39,10 +40,8 @@ BROWSER_PASS = frozenset({"Browser.getVersion", "SystemInfo.getInfo"})
 # What a page's session auto-attaches below it: its frames and its workers.
 CHILD_TYPES = frozenset({"iframe", "worker"})
 CHILD_TARGETS = [{"type": "iframe"}, {"type": "worker"}, {"exclude": True}]
-CONTEXT_CALLS = frozenset({
-    "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
-    "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
-})
+# The persona's cookies, every origin's, as the full key's web/cookies reaches them.
+CONTEXT_CALLS = frozenset({"Storage.getCookies", "Storage.setCookies", "Storage.clearCookies"})
 SESSION_TARGET_CALLS = frozenset({"Target.setAutoAttach", "Target.detachFromTarget", "Target.getTargetInfo"})
 # Characters of a client's message past which it is passed on in parts (cdp/mux.py, `json_pieces`).
 LARGE_MESSAGE = 1024 * 1024
@@ -104,6 +103,10 @@ class Bridge(Targets):
                 raise Refused(f"{method} is refused: {why}.")
             if method in NOT_APPLIED:
                 self._answer(call_id, session_id, {})
+            elif method in PERMISSION_CALLS and (session_id is None or session_id in (*self.browser_sessions, *self.routes)):
+                # The context's, wherever sent: kept by the mux's ledger, and undone when the client goes.
+                self._own_context(params)
+                self._answer(call_id, session_id, await self.mux.permissions.call(self, method, params))
             elif session_id is None or session_id in self.browser_sessions:
                 self.caller = session_id
                 self._answer(call_id, session_id, await self._browser_call(method, params))
@@ -277,14 +280,19 @@ class Bridge(Targets):
 
     async def close(self) -> None:
         """The client went, or its lease or token ended: its sessions are
-        detached (Chromium undoes what they set on the page) and the tabs it
-        opened are closed."""
+        detached (Chromium undoes what they set on the page), the permissions
+        it set for the persona are undone (cdp/permissions.py), and the tabs
+        it opened are closed."""
         if self.ended:
             return
         self.ended = True
         self.mux.bridges.discard(self)
         for session_id in [session_id for session_id, route in self.routes.items() if len(route) == 1]:
             self.mux.detach(session_id)
+        try:
+            await self.mux.permissions.release(self)  # the permissions it granted, for every page of the persona
+        except ChromiumError as error:
+            log.debug("undoing a CDP client's permissions: %s", error)
         for page in list(self.own_tabs):
             if not self.mux.closed:
                 try:

@@ -28,6 +28,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Protocol
 
 from browser.tap import PART
+from cdp.permissions import Permissions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -69,6 +70,7 @@ class Mux:
         self.bridges: set[Owner] = set()
         self.closed = False
         self.default_context_id = ""
+        self.permissions = Permissions(self)  # the clients' permission overrides, undone as each goes
         # Every message the mux sends has an id of its own, negative (the tap's
         # sign for the worker's: browser/tap.cjs) and below Playwright's one
         # negative id (-9999): its answer comes back to the mux whichever

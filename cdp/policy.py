@@ -39,6 +39,14 @@ REFUSED = {
     "Page.crash": "the page's renderer may hold other pages of the persona",
     "Browser.setWindowBounds": "windows are the persona's, one a tab; the viewport is Emulation's",
     "Browser.getBrowserCommandLine": "the command line names the persona's profile and its proxy",
+    "Page.setRPHRegistrationMode": (
+        "a protocol handler it lets a page register without asking stays in the persona's profile, for every page"
+    ),
+    # What Chromium keeps on the page after the client's session is detached
+    # (checked with Chromium 156): the worker's page would keep it.
+    "Emulation.setVirtualTimePolicy": "Chromium keeps the page's clock paused after the connection ends, on the worker's page",
+    "Page.setWebLifecycleState": "Chromium keeps the page frozen after the connection ends, on the worker's page",
+    "Page.setFontSizes": "Chromium keeps the page's font sizes after the connection ends, on the worker's page",
 }
 
 # Domains a client may use inside its pages' sessions; the rest act on more
@@ -53,14 +61,17 @@ SESSION_DOMAINS = frozenset({
     "Storage", "Target", "Browser", "WebAudio", "WebAuthn", "WebMCP",
 })
 # Browser's methods inside a page's session (the rest are the browser's).
-SESSION_BROWSER_CALLS = frozenset({
-    "Browser.getVersion", "Browser.getWindowForTarget", "Browser.setDownloadBehavior",
-    "Browser.grantPermissions", "Browser.resetPermissions", "Browser.setPermission",
-})
+# The permission calls are answered before this applies, in any session, by
+# the ledger that undoes them at the client's end (cdp/permissions.py).
+SESSION_BROWSER_CALLS = frozenset({"Browser.getVersion", "Browser.getWindowForTarget", "Browser.setDownloadBehavior"})
 
 # Answered without reaching Chromium: the persona's own setting stays.
 NOT_APPLIED = {
     "Browser.setDownloadBehavior": "downloads go to the worker's own folder",
+    # Chromium keeps a page's fonts after the session that set them is detached.
+    # Playwright's set-up sends its defaults for every page, the very ones the
+    # worker's own Playwright set already: answered, so its set-up goes on.
+    "Page.setFontFamilies": "the page's fonts are the worker's, and Playwright's defaults are set already",
 }
 
 # Schemes a client may navigate to or open a tab at: the web's, and the

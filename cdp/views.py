@@ -56,8 +56,10 @@ class PageCdp(ApiView):
                 "A one-connection token to drive this page over the Chrome DevTools Protocol, under the caller's "
                 "lease: `chromium.connect_over_cdp(\"ws://HOST:PORT/cdp/<token>\")` in Playwright, "
                 "`puppeteer.connect({browserWSEndpoint})` in Puppeteer. The client sees this page and the tabs it "
-                "opens, nothing else of the persona's browser; what it may not do is refused "
-                "(docs/guides/BRING_YOUR_OWN_SCRIPT.md). The token works once, until it expires, the lease ends, a "
+                "opens, no other page of the persona's browser; what it may not do is refused, and the permissions "
+                "it grants are undone when it disconnects. It may read, set and wipe every cookie and the site data "
+                "of the persona, as the full key may (docs/guides/BRING_YOUR_OWN_SCRIPT.md, \"What a script may "
+                "change\"). The token works once, until it expires, the lease ends, a "
                 "DELETE ends it, or the worker restarts; it is never logged."
             ),
             tags=["cdp"],
