@@ -30,6 +30,7 @@ from console import readings
 from console.readings import JOB_STATES, SCALES
 from console.search import SearchInvalid, StoreSearchQuery, job_search
 from core.api import ApiError
+from core.numbers import MAX_DECIMAL_CHARACTERS, MOMENT_PATTERN
 from core.procfs import tree_charged_bytes
 from core.rest import ApiView, answer
 from core.runtime import runtime_of
@@ -45,7 +46,16 @@ class MomentShape(OpenApiSerializerFieldExtension):
     target_class = "console.search.Moment"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        return {"type": "string", "description": "Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."}
+        return {
+            "type": "string",
+            "pattern": MOMENT_PATTERN,
+            "maxLength": MAX_DECIMAL_CHARACTERS,
+            "description": (
+                "Epoch seconds in plain decimal (`1796544000`, `1796544000.5`), or an ISO 8601 time "
+                "(`2026-12-06T08:00`; UTC unless it says otherwise), from the year 1 to 9999. "
+                "No exponent, no spaces, ASCII digits only; `nan` and `inf` answer 400."
+            ),
+        }
 
 
 class JobCounts(serializers.Serializer):

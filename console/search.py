@@ -8,12 +8,12 @@ rules (`job_search`)."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
 from console.readings import JOB_STATES, MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
+from core import numbers
 from core.numbers import WholeNumber
 
 if TYPE_CHECKING:  # the fleet imports the waker, which a worker reading its own store has no use for
@@ -24,24 +24,9 @@ class SearchInvalid(ValueError):
     """The sentence says which parameter and why."""
 
 
-class Moment(serializers.Field):
-    """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise). Its
-    OpenAPI shape is the worker's to say (activity/overview.py): the waker
-    imports no drf-spectacular."""
-
-    default_error_messages = {"invalid": "epoch seconds or an ISO 8601 time such as 2026-12-06T08:00."}
-
-    def to_internal_value(self, data: Any) -> float:
-        text = str(data).strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            self.fail("invalid")
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+class Moment(numbers.Moment):
+    """A time (core.numbers.moment). Its OpenAPI shape is the worker's to say
+    (activity/overview.py): the waker imports no drf-spectacular."""
 
 
 class SearchQuery(serializers.Serializer):

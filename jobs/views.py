@@ -49,7 +49,7 @@ WAIT_PARAMETER = OpenApiParameter(
 
 def wait_seconds(request: Any) -> float | None:
     raw = request.query_params.get("wait")
-    return None if raw is None else plain_seconds(raw, most=MAX_WAIT_S, what="wait")
+    return None if raw is None else plain_seconds(raw, most=MAX_WAIT_S, what="wait", header=False)
 
 
 def check_job_id(job_id: str) -> None:
