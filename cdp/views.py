@@ -28,7 +28,7 @@ class CdpParams(serializers.Serializer):
     # at most the lease's remaining time in the view.
     ttl = Seconds(
         most=settings.MAX_TTL_S,
-        message="a CDP token's ttl is a number of seconds, more than 0.",
+        message="a CDP token's ttl is a number of seconds, more than 0 and at most the lease's remaining time.",
         required=False,
         help_text="Seconds the token works, more than 0 and at most the lease's remaining time (the default).",
     )

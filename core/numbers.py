@@ -62,13 +62,15 @@ def whole_number_problem(value: Any) -> str | None:
     return None
 
 
-def decimal(value: Any) -> float | None:
+def decimal(value: Any, *, longest: int | None = MAX_DECIMAL_CHARACTERS) -> float | None:
     """`value` as a finite number, or None: a JSON number (not a boolean, not
-    infinite), or a string of plain decimal (`DECIMAL`)."""
+    infinite), or a string of plain decimal (`DECIMAL`) of at most `longest`
+    characters (None: any, for a job header, which its own limit bounds and
+    whose answers the jobs guide fixes)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        if len(value) > MAX_DECIMAL_CHARACTERS or not DECIMAL.fullmatch(value):
+        if (longest is not None and len(value) > longest) or not DECIMAL.fullmatch(value):
             return None
         number = float(value)
     elif isinstance(value, int | float):
@@ -81,9 +83,9 @@ def decimal(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def seconds(value: Any, *, most: float | None = None) -> float | None:
+def seconds(value: Any, *, most: float | None = None, longest: int | None = MAX_DECIMAL_CHARACTERS) -> float | None:
     """`value` as seconds more than 0 (and at most `most`), or None."""
-    number = decimal(value)
+    number = decimal(value, longest=longest)
     if number is None or number <= 0 or (most is not None and number > most):
         return None
     return number

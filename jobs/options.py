@@ -180,7 +180,7 @@ def plain_seconds(raw: str, *, most: float, what: str, header: bool = True) -> f
     """Plain decimal seconds in (0, most], or BadJobHeader naming `what`; a
     query's value (`header=False`) is read as sent, spaces and all."""
     raw = raw.strip() if header else raw
-    value = seconds(raw, most=most) if TTL_PATTERN.fullmatch(raw) else None  # unsigned: "-0" is no header's
+    value = seconds(raw, most=most, longest=None) if TTL_PATTERN.fullmatch(raw) else None  # unsigned: "-0" is no header's
     if value is None:
         raise BadJobHeader(what, f"{what} must be a number of seconds, more than 0 and at most {most:g}.")
     return value
