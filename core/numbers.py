@@ -34,7 +34,9 @@ MAX_WHOLE_NUMBER_DIGITS = 50
 PLAIN_DECIMAL = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 DECIMAL = re.compile(f"-?{PLAIN_DECIMAL}", re.ASCII)
 MAX_DECIMAL_CHARACTERS = 50
-NOT_A_NUMBER = "a number is required, in the ASCII digits 0-9 with a decimal point at most (no exponent, `_` or spaces)."
+NOT_A_NUMBER = (
+    "a number is required, in the ASCII digits 0-9 with a decimal point at most (no exponent, `_` or spaces)."
+)
 # Epoch seconds a time may be: those a datetime holds (years 1 to 9999).
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()

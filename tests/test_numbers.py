@@ -29,6 +29,7 @@ import pytest
 
 from console.search import SearchInvalid, parsed
 from core import numbers
+from credentials.rules import ORIGIN_PATTERN, InvalidCredential, origin
 from harness.worker import WorkerProcess
 
 # The forms Python reads as numbers and no client means: full-width digits,
@@ -62,7 +63,9 @@ def test_a_number_is_plain_decimal_or_a_finite_json_number(sent):
     assert numbers.seconds(sent) is None
 
 
-@pytest.mark.parametrize(("sent", "read"), [("10", 10.0), ("2.5", 2.5), (".5", 0.5), ("-3", -3.0), (7, 7.0), (0.25, 0.25)])
+@pytest.mark.parametrize(
+    ("sent", "read"), [("10", 10.0), ("2.5", 2.5), (".5", 0.5), ("-3", -3.0), (7, 7.0), (0.25, 0.25)]
+)
 def test_plain_numbers_are_read(sent, read):
     assert numbers.decimal(sent) == read
 
@@ -73,7 +76,9 @@ def test_seconds_are_more_than_0_and_at_most_their_bound():
         assert numbers.seconds(sent, most=600) is None, sent
 
 
-@pytest.mark.parametrize("sent", [*BAD_TEXT, "", "２０２６-12-06", "2026-12-06T08:00 ", "yesterday", "99999999999999", 1796544000])
+@pytest.mark.parametrize(
+    "sent", [*BAD_TEXT, "", "２０２６-12-06", "2026-12-06T08:00 ", "yesterday", "99999999999999", 1796544000]
+)
 def test_a_time_is_epoch_seconds_or_iso_8601_in_ascii(sent):
     assert numbers.moment(sent) is None
 
@@ -120,7 +125,12 @@ def numeric(schema: dict) -> bool:
     if schema.get("type") in ("integer", "number"):
         return True
     pattern = schema.get("pattern")
-    return schema.get("type") == "string" and bool(pattern) and bool(re.search(pattern, "1")) and not re.search(pattern, "a")
+    return (
+        schema.get("type") == "string"
+        and bool(pattern)
+        and bool(re.search(pattern, "1"))
+        and not re.search(pattern, "a")
+    )
 
 
 def numeric_parameters(document: dict) -> list[tuple[str, str, str, str]]:
@@ -183,8 +193,14 @@ def concrete(path: str, schedule_id: str) -> str:
 def base_body(path: str) -> dict[str, Any]:
     """A body that is valid but for the field under test."""
     if path == "/schedules":
-        return {"name": "walked", "cron": "0 0 1 1 *", "page_id": "main", "plugin": "testing/sleep", "params": {"seconds": 0},
-                "result_ttl": 60}
+        return {
+            "name": "walked",
+            "cron": "0 0 1 1 *",
+            "page_id": "main",
+            "plugin": "testing/sleep",
+            "params": {"seconds": 0},
+            "result_ttl": 60,
+        }
     return {}
 
 
@@ -204,7 +220,12 @@ def request_for(method: str, path: str, where: str, name: str, raw: Any, schedul
         return {"method": method.upper(), "url": url, "headers": headers}
     fields = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in base_body(url).items() if key != name]
     body = "{" + ", ".join([*fields, f"{json.dumps(name)}: {raw}"]) + "}"
-    return {"method": method.upper(), "url": url, "content": body.encode(), "headers": {"Content-Type": "application/json"}}
+    return {
+        "method": method.upper(),
+        "url": url,
+        "content": body.encode(),
+        "headers": {"Content-Type": "application/json"},
+    }
 
 
 def test_the_walk_finds_every_number_the_issue_names(document):
@@ -236,7 +257,9 @@ def test_every_number_the_api_takes_refuses_every_bad_form(document, walk):
                 response.status_code == 400 and isinstance(body, dict) and body.get("success") is False
                 and name in body.get("error", "") and set(body) == {"success", "error", "page_id"}
             ):  # fmt: skip
-                accepted.append(f"{method.upper()} {path} {where} {name}={label}: {response.status_code} {response.text[:160]}")
+                accepted.append(
+                    f"{method.upper()} {path} {where} {name}={label}: {response.status_code} {response.text[:160]}"
+                )
     assert not accepted, f"{len(accepted)} of {cases} answered otherwise:\n" + "\n".join(accepted[:40])
     assert cases > 300
     assert state() == before
@@ -276,3 +299,61 @@ def test_the_routes_still_take_plain_numbers(walk):
         api.delete("/main/cdp", headers={"X-Lease": lease})
         api.delete("/main/live")
         assert api.delete("/main/lease", headers={"X-Lease": lease}).status_code == 200
+
+
+# --- what the document states (issue 56, item 10) ----------------------------------------
+
+
+def test_the_document_states_what_the_api_refuses(document, walk):
+    """The six gaps an outside schemathesis run found: each is stated now,
+    and each stated bound is one the API holds."""
+    api, _, _ = walk
+    schemas = document["components"]["schemas"]
+    # A schedule's name is never blank: the API refuses it, the document says so.
+    blank = api.post("/schedules", json={**base_body("/schedules"), "name": ""})
+    assert blank.status_code == 400 and "'name'" in blank.json()["error"], blank.text
+    for shape in ("ScheduleInput", "PatchedScheduleInput"):
+        name = schemas[shape]["properties"]["name"]
+        assert name["minLength"] == 1 and not re.search(name["pattern"], "")
+    # The ttl bounds of a lease, a live link and a CDP token.
+    for shape, most in (("LeaseParams", 600), ("LiveParams", 3600), ("CdpParams", 600)):
+        ttl = schemas[shape]["properties"]["ttl"]
+        assert (ttl["minimum"], ttl["exclusiveMinimum"], ttl["maximum"]) == (0, True, most), shape
+    # The credential url's pattern: what the API takes matches it, and a path does not.
+    url = schemas["CredentialInput"]["properties"]["url"]["pattern"]
+    for taken in ("http://a.example", "HTTPS://Example.COM:8443/", "http://[::1]:5000", "http://bücher.example"):
+        assert re.search(url, taken), taken
+    for refused in ("ftp://a.example", "http://a.example/path", "http://u@a.example", "http://a.example?q"):
+        assert not re.search(url, refused), refused
+    # overview/jobs' since and until.
+    query = {p["name"]: p["schema"] for p in document["paths"]["/api/v1/overview/jobs"]["get"]["parameters"]}
+    for name in ("since", "until"):
+        assert query[name]["pattern"] == numbers.MOMENT_PATTERN
+        assert not re.search(query[name]["pattern"], "nan") and not re.search(query[name]["pattern"], "１０")
+    # The primitive route's body is one of the primitives' closed objects.
+    body = document["paths"]["/api/v1/{page_id}/primitive/{name}"]["post"]["requestBody"]["content"]["application/json"]
+    assert "additionalProperties" not in body["schema"]
+    for ref in body["schema"]["anyOf"]:
+        assert resolve(document, ref)["additionalProperties"] is False
+    refused = api.post("/main/primitive/content", json={"bogus": 1})
+    assert refused.status_code == 400 and "'bogus'" in refused.json()["error"]
+
+
+def test_every_origin_the_credential_store_takes_matches_the_stated_pattern():
+    """The pattern may be looser than `origin` (it checks the host and the
+    port besides), never tighter: a fuzzer would call a taken url invalid."""
+    hosts = ["a.example", "A.Example.", "127.1", "127.0.0.1", "[::1]", "[::ffff:1.2.3.4]", "bücher.example",
+             "xn--bcher-kva.example", "a_b.example", "localhost", "0x7f.1", "a..b", "-a.example", "a.example:"]  # fmt: skip
+    taken = 0
+    for scheme in ("http", "https", "HTTP", "hTtPs", "ftp"):
+        for host in hosts:
+            for port in ("", ":80", ":8443", ":0", ":65536", ":x"):
+                for tail in ("", "/", "//", "/a", "?", "#", "\\"):
+                    url = f"{scheme}://{host}{port}{tail}"
+                    try:
+                        origin(url)
+                    except InvalidCredential:
+                        continue
+                    taken += 1
+                    assert re.fullmatch(ORIGIN_PATTERN, url), url
+    assert taken > 50
