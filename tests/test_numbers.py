@@ -19,6 +19,7 @@ whose calls are refused before any runs; the parsers alone in process.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
@@ -357,3 +358,13 @@ def test_every_origin_the_credential_store_takes_matches_the_stated_pattern():
                     taken += 1
                     assert re.fullmatch(ORIGIN_PATTERN, url), url
     assert taken > 50
+
+
+@pytest.mark.parametrize("accepted_at", ["1e400", "-1e400", "true"])
+def test_a_job_list_cursor_holds_a_finite_number(walk, accepted_at):
+    """A cursor is the client's to send back: its time is read by the same rule."""
+    api, _, _ = walk
+    cursor = base64.urlsafe_b64encode(f'[{accepted_at}, "{JOB_ID}"]'.encode()).decode().rstrip("=")
+    refused = api.get("/jobs", params={"cursor": cursor})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"].startswith("Invalid parameter 'cursor': not a cursor this worker gave")
