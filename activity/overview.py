@@ -39,7 +39,8 @@ from core.shapes import Success
 
 
 class MomentShape(OpenApiSerializerFieldExtension):
-    """`since` and `until` in the schema: a string (epoch seconds or ISO 8601).
+    """`since` and `until` in the schema: a string (epoch seconds or ISO 8601),
+    with the pattern the parser holds it to (core.numbers.MOMENT_PATTERN).
     Said here, not on the field, so the waker, which shares the field, imports
     no drf-spectacular."""
 
@@ -50,11 +51,6 @@ class MomentShape(OpenApiSerializerFieldExtension):
             "type": "string",
             "pattern": MOMENT_PATTERN,
             "maxLength": MAX_DECIMAL_CHARACTERS,
-            "description": (
-                "Epoch seconds in plain decimal (`1796544000`, `1796544000.5`), or an ISO 8601 time "
-                "(`2026-12-06T08:00`; UTC unless it says otherwise), from the year 1 to 9999. "
-                "No exponent, no spaces, ASCII digits only; `nan` and `inf` answer 400."
-            ),
         }
 
 

@@ -24,6 +24,13 @@ class SearchInvalid(ValueError):
     """The sentence says which parameter and why."""
 
 
+MOMENT_WRITTEN = (
+    "Epoch seconds in plain decimal (`1796544000`, `1796544000.5`), or an ISO 8601 time in ASCII "
+    "(`2026-12-06T08:00`; UTC unless it says otherwise), from the year 1 to 9999: `nan`, `inf`, `1e400`, "
+    "full-width digits and spaces around it answer 400."
+)
+
+
 class Moment(numbers.Moment):
     """A time (core.numbers.moment). Its OpenAPI shape is the worker's to say
     (activity/overview.py): the waker imports no drf-spectacular."""
@@ -33,8 +40,8 @@ class SearchQuery(serializers.Serializer):
     job_id = serializers.RegexField(r"^[A-Za-z0-9_-]{1,64}$", required=False, help_text="One job, by its id.")
     plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="family/action")
     state = serializers.ChoiceField(choices=JOB_STATES, required=False)
-    since = Moment(required=False, help_text="Accepted at or after.")
-    until = Moment(required=False, help_text="Accepted before.")
+    since = Moment(required=False, help_text=f"Accepted at or after. {MOMENT_WRITTEN}")
+    until = Moment(required=False, help_text=f"Accepted before. {MOMENT_WRITTEN}")
     persona = serializers.CharField(max_length=2000, required=False, help_text="Persona names, comma-separated.")
     limit = WholeNumber(min_value=1, max_value=MAX_SEARCH_LIMIT, default=SEARCH_LIMIT, help_text="Jobs at most.")
 
