@@ -11,7 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from browser.pages import PAGE_ID_PATTERN
-from core.numbers import decimal
+from core.numbers import decimal, whole_number_problem
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success, Text
 from jobs.options import DEFAULT_BACKOFF_S, MAX_BACKOFF_S, MAX_QUEUE_TIMEOUT_S, MAX_RETRIES
 from schedules import rules, timing
@@ -22,10 +22,11 @@ from schedules.models import Schedule
 
 @extend_schema_field({"type": "integer"})
 class WholeNumber(serializers.Field):
-    """A JSON integer: not a boolean, a string or a float."""
+    """A JSON integer: not a boolean, a string or a float, and of at most 50
+    digits (`core.numbers.whole_number_problem`)."""
 
     def to_internal_value(self, data: Any) -> int:
-        if type(data) is not int:
+        if type(data) is not int or whole_number_problem(data):
             raise serializers.ValidationError("must be a whole number.")
         return data
 
