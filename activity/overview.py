@@ -30,6 +30,7 @@ from console import readings
 from console.readings import JOB_STATES, SCALES
 from console.search import SearchInvalid, StoreSearchQuery, job_search
 from core.api import ApiError
+from core.numbers import MAX_DECIMAL_CHARACTERS, MOMENT_PATTERN
 from core.procfs import tree_charged_bytes
 from core.rest import ApiView, answer
 from core.runtime import runtime_of
@@ -38,14 +39,19 @@ from core.shapes import Success
 
 
 class MomentShape(OpenApiSerializerFieldExtension):
-    """`since` and `until` in the schema: a string (epoch seconds or ISO 8601).
+    """`since` and `until` in the schema: a string (epoch seconds or ISO 8601),
+    with the pattern the parser holds it to (core.numbers.MOMENT_PATTERN).
     Said here, not on the field, so the waker, which shares the field, imports
     no drf-spectacular."""
 
     target_class = "console.search.Moment"
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
-        return {"type": "string", "description": "Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise)."}
+        return {
+            "type": "string",
+            "pattern": MOMENT_PATTERN,
+            "maxLength": MAX_DECIMAL_CHARACTERS,
+        }
 
 
 class JobCounts(serializers.Serializer):

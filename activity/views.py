@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +15,7 @@ from activity import log as request_log
 from browser.registry import PageRegistry
 from core.api import ApiError
 from core.db_thread import on_db_thread
+from core.numbers import seconds
 from core.rest import ApiView, answer
 from core.runtime import runtime_of
 from core.schema import operation
@@ -190,11 +190,8 @@ def window_from(request: Any) -> float:
     raw = request.query_params.get("window_s")
     if raw is None:
         return DEFAULT_WINDOW_S
-    try:
-        window_s = float(raw)
-    except ValueError:
-        window_s = math.nan
-    if not math.isfinite(window_s) or window_s <= 0:
+    window_s = seconds(raw)  # plain decimal: not "１０", "1e1", "nan" or " 10 "
+    if window_s is None:
         raise ApiError(400, "Invalid parameter 'window_s': a number of seconds, more than 0.")
     if window_s > settings.REQUEST_LOG_RETENTION_S:
         raise ApiError(

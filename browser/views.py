@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -16,9 +15,10 @@ from browser.purge import purge_idle_pages
 from browser.registry import pages_of
 from browser.schema import PAGE_ID, PAGE_ID_SCHEMA_PATTERN
 from core.api import ApiError
-from core.rest import ApiView, answer, validated
+from core.numbers import Seconds
+from core.rest import ApiView, answer, known_only, validated
 from core.schema import BODY_ERRORS, operation, x_lease
-from core.shapes import JOB_ID_PATTERN, LEASE_ID_PATTERN, PageSuccess, Success, TrueField, TtlField
+from core.shapes import JOB_ID_PATTERN, LEASE_ID_PATTERN, PageSuccess, Success, TrueField
 
 
 class OpenPageParams(serializers.Serializer):
@@ -31,14 +31,11 @@ class OpenPageParams(serializers.Serializer):
 
 
 class LeaseParams(serializers.Serializer):
-    ttl = TtlField(help_text="Seconds, more than 0 and at most MAX_TTL_S; decimals allowed.")
-
-    def validate_ttl(self, ttl: float) -> float:
-        if isinstance(self.initial_data.get("ttl"), bool):
-            raise serializers.ValidationError("a lease's ttl is a number of seconds.")
-        if not math.isfinite(ttl) or not 0 < ttl <= settings.MAX_TTL_S:
-            raise serializers.ValidationError(f"a lease's ttl is more than 0 and at most {settings.MAX_TTL_S:g} seconds.")
-        return ttl
+    ttl = Seconds(
+        most=settings.MAX_TTL_S,
+        message=f"a lease's ttl is more than 0 and at most {settings.MAX_TTL_S:g} seconds.",
+        help_text="Seconds, more than 0 and at most MAX_TTL_S; decimals allowed.",
+    )
 
 
 FORCE_VALUES = {"true": True, "false": False, "1": True, "0": False}
@@ -191,7 +188,7 @@ class Pages(ApiView):
         )
     )
     async def post(self, request: Any) -> HttpResponse:
-        page_id = validated(OpenPageParams, request.data)["page_id"]
+        page_id = validated(OpenPageParams, known_only(OpenPageParams, request.data, self.does["POST"]))["page_id"]
         page = await pages_of(request).open(page_id)
         return answer(PageAnswer, {"success": True, **page.state()}, 201)
 
@@ -258,7 +255,7 @@ class Lease(ApiView):
     )
     async def post(self, request: Any, page_id: str) -> HttpResponse:
         lease_id = request.headers.get("X-Lease")
-        ttl = validated(LeaseParams, request.data)["ttl"]
+        ttl = validated(LeaseParams, known_only(LeaseParams, request.data, self.does["POST"]))["ttl"]
         validate_page_id(page_id)
         taken = pages_of(request).get(page_id).take_lease(ttl, lease_id)
         renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
@@ -321,6 +318,7 @@ class Purge(ApiView):
         )
     )
     async def post(self, request: Any) -> HttpResponse:
+        known_only(None, request.data, self.does["POST"])
         pages = pages_of(request)
         if pages.browser is None:
             raise ApiError(503, "The browser is not running.")

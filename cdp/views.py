@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -16,22 +16,22 @@ from browser.schema import PAGE_ID
 from cdp.grants import MAX_GRANTS_PER_PAGE
 from core.api import ApiError
 from core.errors import LeaseRequired
-from core.rest import ApiView, answer, validated
+from core.numbers import Seconds
+from core.rest import ApiView, answer, known_only, validated
 from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, operation, x_lease
 from core.shapes import PageSuccess
 
 
 class CdpParams(serializers.Serializer):
-    ttl = serializers.FloatField(
+    # At most MAX_TTL_S here and in the document, the longest a lease runs;
+    # at most the lease's remaining time in the view.
+    ttl = Seconds(
+        most=settings.MAX_TTL_S,
+        message="a CDP token's ttl is a number of seconds, more than 0 and at most the lease's remaining time.",
         required=False,
         help_text="Seconds the token works, more than 0 and at most the lease's remaining time (the default).",
     )
-
-    def validate_ttl(self, ttl: float) -> float:
-        if isinstance(self.initial_data.get("ttl"), bool) or not math.isfinite(ttl) or ttl <= 0:
-            raise serializers.ValidationError("a CDP token's ttl is a number of seconds, more than 0.")
-        return ttl
 
 
 class CdpTokenMade(PageSuccess):
@@ -76,7 +76,7 @@ class PageCdp(ApiView):
         )
     )
     async def post(self, request: Any, page_id: str) -> HttpResponse:
-        params = validated(CdpParams, request.data)
+        params = validated(CdpParams, known_only(CdpParams, request.data, self.does["POST"]))
         validate_page_id(page_id)
         page = pages_of(request).get(page_id)
         lease = page.check_lease(request.headers.get("X-Lease"))

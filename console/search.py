@@ -8,12 +8,12 @@ rules (`job_search`)."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
 from console.readings import JOB_STATES, MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
+from core import numbers
 from core.numbers import WholeNumber
 
 if TYPE_CHECKING:  # the fleet imports the waker, which a worker reading its own store has no use for
@@ -24,32 +24,24 @@ class SearchInvalid(ValueError):
     """The sentence says which parameter and why."""
 
 
-class Moment(serializers.Field):
-    """Epoch seconds, or an ISO 8601 time (UTC unless it says otherwise). Its
-    OpenAPI shape is the worker's to say (activity/overview.py): the waker
-    imports no drf-spectacular."""
+MOMENT_WRITTEN = (
+    "Epoch seconds in plain decimal (`1796544000`, `1796544000.5`), or an ISO 8601 time in ASCII "
+    "(`2026-12-06T08:00`; UTC unless it says otherwise), from the year 1 to 9999: `nan`, `inf`, `1e400`, "
+    "full-width digits and spaces around it answer 400."
+)
 
-    default_error_messages = {"invalid": "epoch seconds or an ISO 8601 time such as 2026-12-06T08:00."}
 
-    def to_internal_value(self, data: Any) -> float:
-        text = str(data).strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            self.fail("invalid")
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+class Moment(numbers.Moment):
+    """A time (core.numbers.moment). Its OpenAPI shape is the worker's to say
+    (activity/overview.py): the waker imports no drf-spectacular."""
 
 
 class SearchQuery(serializers.Serializer):
     job_id = serializers.RegexField(r"^[A-Za-z0-9_-]{1,64}$", required=False, help_text="One job, by its id.")
     plugin = serializers.RegexField(r"^[^/]+/[^/]+$", max_length=200, required=False, help_text="family/action")
     state = serializers.ChoiceField(choices=JOB_STATES, required=False)
-    since = Moment(required=False, help_text="Accepted at or after.")
-    until = Moment(required=False, help_text="Accepted before.")
+    since = Moment(required=False, help_text=f"Accepted at or after. {MOMENT_WRITTEN}")
+    until = Moment(required=False, help_text=f"Accepted before. {MOMENT_WRITTEN}")
     persona = serializers.CharField(max_length=2000, required=False, help_text="Persona names, comma-separated.")
     limit = WholeNumber(min_value=1, max_value=MAX_SEARCH_LIMIT, default=SEARCH_LIMIT, help_text="Jobs at most.")
 

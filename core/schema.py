@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -41,6 +41,39 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": BEARER_DESCRIPTION}
+
+
+class SecondsShape(OpenApiSerializerFieldExtension):
+    """`core.numbers.Seconds` in the document: a number more than 0 and at
+    most its `most` (a lease's, a live link's and a CDP token's ttl). Said
+    here, not on the field: core.numbers runs on the waker too, which
+    imports no drf-spectacular."""
+
+    target_class = "core.numbers.Seconds"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        field = self.target
+        shape: dict[str, Any] = {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": field.most}
+        if field.default is not serializers.empty:
+            shape["default"] = field.default
+        return shape
+
+
+class TextShape(OpenApiSerializerFieldExtension):
+    """`core.shapes.Text` in the document of a route's own body (a schedule,
+    a credential), as plugins/schema.py writes it in an action's: its
+    `pattern`, and `minLength: 1` unless it may be blank. drf-spectacular
+    says neither: a schedule's `name` read as if it could be blank."""
+
+    target_class = "core.shapes.Text"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        field = self.target
+        shape = dict(auto_schema._map_serializer_field(field, direction, bypass_extensions=True))
+        shape["pattern"] = field.schema_pattern
+        if not field.allow_blank:
+            shape.setdefault("minLength", 1)
+        return shape
 
 
 # What a status means when the route does not say more.

@@ -7,17 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 JOB_ID_PATTERN = "^[0-9a-f]{16}$"
 LEASE_ID_PATTERN = "^[0-9a-f]{32}$"
-# What X-Result-Ttl and a lease's ttl accept, as the parsers check it: plain
-# decimal seconds (no exponent, no sign, no `_`, ASCII digits only).
-PLAIN_DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)"
-# Whole numbers (`WholeNumber`, `whole_number_problem`) are in core/numbers.py,
-# which the console's search reads on the waker too, without these settings.
+# Numbers (whole numbers, seconds, times: `WholeNumber`, `Seconds`, `Moment`)
+# are in core/numbers.py, which the console's search reads on the waker too,
+# without these settings.
 
 
 @extend_schema_field({"type": "boolean", "enum": [True]})
@@ -28,15 +25,6 @@ class TrueField(serializers.BooleanField):
 @extend_schema_field({"type": "boolean", "enum": [False]})
 class FalseField(serializers.BooleanField):
     """`"success": false`."""
-
-
-def ttl_schema() -> dict[str, Any]:
-    return {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": settings.MAX_TTL_S}
-
-
-@extend_schema_field(ttl_schema())
-class TtlField(serializers.FloatField):
-    """Seconds, more than 0 and at most MAX_TTL_S: a lease's ttl."""
 
 
 class ErrorEnvelope(serializers.Serializer):

@@ -95,6 +95,12 @@ def text(field: str, value: Any) -> str | None:
     return value
 
 
+# What `origin` may take, as the document states it (a superset: the host
+# and the port are checked besides): http or https in any case, a netloc
+# without spaces, controls or user-info, and `/` at most after it.
+ORIGIN_PATTERN = "[hH][tT][tT][pP][sS]?://[^\\u0000-\\u0020\\u007f/?#@]+/?"
+
+
 def origin(value: Any) -> str:
     """The site's origin as a browser writes it: `scheme://host[:port]`, the
     scheme and host in lower case, a default port left out."""

@@ -19,7 +19,7 @@ class CredentialInput(serializers.Serializer):
     """The whole credential (PUT replaces it): a field left out is no longer set."""
 
     url = Text(
-        max_length=rules.MAX_URL,
+        max_length=rules.MAX_URL, pattern=rules.ORIGIN_PATTERN,
         help_text=(
             "The site's origin, `http(s)://host[:port]`: no path (but `/`), query, fragment or user-info. Kept as a "
             "browser writes an origin (lower case, the default port left out); flows use the credential on it only."

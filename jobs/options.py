@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from core.errors import BadJobHeader
-from core.shapes import PLAIN_DECIMAL
+from core.numbers import PLAIN_DECIMAL, WHOLE_NUMBER, seconds
 from plugins import debug
 
 if TYPE_CHECKING:
@@ -155,7 +154,7 @@ def parse_priority(raw: str) -> int:
 
 def parse_retries(raw: str) -> int:
     value = raw.strip()
-    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_RETRIES or value[0] == "0":
+    if not WHOLE_NUMBER.fullmatch(value) or value[0] in "-0" or len(value) > 2 or not 1 <= int(value) <= MAX_RETRIES:
         raise BadJobHeader(RETRY_HEADER, f"{RETRY_HEADER} must be a whole number from 1 to {MAX_RETRIES}: the attempts after the first.")
     return int(value)
 
@@ -170,18 +169,21 @@ def parse_idempotency_key(raw: str) -> str:
     return raw
 
 
-# Plain decimal seconds: Python's float() would also take "1_0", "1e3" and
-# non-ASCII digits, which no client means.
+# Plain decimal seconds (core.numbers, the API's one rule for numbers):
+# Python's float() would also take "1_0", "1e3" and non-ASCII digits, which
+# no client means. A header's value is read without the spaces around it,
+# which HTTP does not count as part of it (RFC 9110, 5.5).
 TTL_PATTERN = re.compile(PLAIN_DECIMAL, re.ASCII)
 
 
-def plain_seconds(raw: str, *, most: float, what: str) -> float:
-    """Plain decimal seconds in (0, most], or BadJobHeader naming `what`."""
-    raw = raw.strip()
-    seconds = float(raw) if TTL_PATTERN.fullmatch(raw) else math.nan
-    if not math.isfinite(seconds) or not 0 < seconds <= most:
+def plain_seconds(raw: str, *, most: float, what: str, header: bool = True) -> float:
+    """Plain decimal seconds in (0, most], or BadJobHeader naming `what`; a
+    query's value (`header=False`) is read as sent, spaces and all."""
+    raw = raw.strip() if header else raw
+    value = seconds(raw, most=most, longest=None) if TTL_PATTERN.fullmatch(raw) else None  # unsigned: "-0" is no header's
+    if value is None:
         raise BadJobHeader(what, f"{what} must be a number of seconds, more than 0 and at most {most:g}.")
-    return seconds
+    return value
 
 
 def parse_ttl(raw: str) -> float:

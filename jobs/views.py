@@ -16,7 +16,7 @@ from rest_framework import serializers
 from browser.pages import PAGE_ID_PATTERN
 from core.auth import READ
 from core.errors import NoSuchJob
-from core.numbers import WholeNumber
+from core.numbers import WholeNumber, decimal
 from core.rest import ApiView, answer, validated
 from core.schema import operation, x_lease
 from core.shapes import JOB_ID_PATTERN
@@ -49,7 +49,7 @@ WAIT_PARAMETER = OpenApiParameter(
 
 def wait_seconds(request: Any) -> float | None:
     raw = request.query_params.get("wait")
-    return None if raw is None else plain_seconds(raw, most=MAX_WAIT_S, what="wait")
+    return None if raw is None else plain_seconds(raw, most=MAX_WAIT_S, what="wait", header=False)
 
 
 def check_job_id(job_id: str) -> None:
@@ -180,12 +180,15 @@ class JobListQuery(serializers.Serializer):
 
     def validate_cursor(self, cursor: str) -> tuple[float, str]:
         try:
-            accepted_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-            if not isinstance(accepted_at, float | int) or isinstance(accepted_at, bool) or not JOB_ID.fullmatch(job_id):
+            sent_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+            # A JSON number only, finite (core.numbers): `1e400` is none, and
+            # an integer of hundreds of digits no float holds.
+            accepted_at = decimal(sent_at) if isinstance(sent_at, float | int) else None
+            if accepted_at is None or not JOB_ID.fullmatch(job_id):
                 raise ValueError
         except (ValueError, TypeError):
             raise serializers.ValidationError("not a cursor this worker gave; send the `next` of an answer.") from None
-        return float(accepted_at), job_id
+        return accepted_at, job_id
 
 
 def encode_cursor(after: tuple[float, str] | None) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from typing import Any
@@ -16,7 +15,8 @@ from browser.pages import validate_page_id
 from browser.registry import pages_of
 from browser.schema import PAGE_ID
 from core.api import ApiError
-from core.rest import ApiView, answer, validated
+from core.numbers import Seconds
+from core.rest import ApiView, answer, known_only, validated
 from core.runtime import runtime_of
 from core.schema import BODY_ERRORS, operation, x_lease
 from core.shapes import PageSuccess
@@ -27,18 +27,14 @@ DEFAULT_LINK_TTL_S = 900.0
 
 
 class LiveParams(serializers.Serializer):
-    ttl = serializers.FloatField(
+    ttl = Seconds(
+        most=MAX_LINK_TTL_S, message=f"a live link's ttl is more than 0 and at most {MAX_LINK_TTL_S:g} seconds.",
         required=False, default=DEFAULT_LINK_TTL_S,
         help_text=f"Seconds the link works, more than 0 and at most {MAX_LINK_TTL_S:g}; default {DEFAULT_LINK_TTL_S:g}.",
     )
     control = serializers.BooleanField(
         required=False, default=False, help_text="true: the link's holder may click and type on the page; false: watch only."
     )
-
-    def validate_ttl(self, ttl: float) -> float:
-        if isinstance(self.initial_data.get("ttl"), bool) or not math.isfinite(ttl) or not 0 < ttl <= MAX_LINK_TTL_S:
-            raise serializers.ValidationError(f"a live link's ttl is more than 0 and at most {MAX_LINK_TTL_S:g} seconds.")
-        return ttl
 
     def validate_control(self, control: bool) -> bool:
         if not isinstance(self.initial_data.get("control", False), bool):
@@ -83,7 +79,7 @@ class PageLive(ApiView):
         )
     )
     async def post(self, request: Any, page_id: str) -> HttpResponse:
-        params = validated(LiveParams, request.data)
+        params = validated(LiveParams, known_only(LiveParams, request.data, self.does["POST"]))
         validate_page_id(page_id)
         page = pages_of(request).get(page_id)
         if params["control"]:

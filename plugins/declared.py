@@ -12,7 +12,8 @@ included) and names:
   an action made with `extra_params=True`): then its top level is open, and
   its nested objects are left to its serializer;
 - an integer field's value that is not a whole number as JSON or a query
-  string writes one (`core.shapes.whole_number_problem`).
+  string writes one (`core.numbers.whole_number_problem`), and a number
+  field's that is not a finite number in plain decimal (`core.numbers.decimal`).
 
 Paths are written as `core.rest.describe_errors` writes them
 (`wait_for.timeout_ms`, `cookies.0.name`, `fields.title.selector`).
@@ -26,7 +27,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.numbers import whole_number_problem
+from core.numbers import NOT_A_NUMBER, decimal, whole_number_problem
 
 # Unknown names listed in one answer, and the characters of each: a body may
 # hold thousands of keys, each as long as the body allows.
@@ -94,3 +95,7 @@ class Walk:
             problem = whole_number_problem(value)
             if problem:
                 self.problem = f"Invalid parameter '{path[:200]}': {problem}"
+        elif isinstance(declared, serializers.FloatField) and self.problem is None and value is not None:
+            # DRF's FloatField takes `true`, "１０", "1e1", " 10 " and "nan".
+            if decimal(value) is None:
+                self.problem = f"Invalid parameter '{path[:200]}': {NOT_A_NUMBER}"

@@ -8,7 +8,8 @@ primitive operations under `x-actions`, so a client generator or a reader
 finds every action's parameters, types, limits, patterns and defaults in the
 document. A rule between parameters (`quality` only with jpeg, `max_pages`
 only with `next`, one of `selector` and `function`), which OpenAPI 3.0
-cannot state, is said in the description of the parameters it binds."""
+cannot state, is said in the description of the parameters it binds. The primitive route's
+body is `anyOf` the primitives' closed schemas."""
 
 from __future__ import annotations
 
@@ -36,6 +37,14 @@ def action_parameters(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     for path, actions in ((PLUGIN_PATH, plugin_actions), (PRIMITIVE_PATH, primitive_actions)):
         for operation in paths.get(path, {}).values():
             operation["x-actions"] = actions
+    # Every primitive refuses a key it does not declare: the route's body is
+    # one of theirs, not any object (the plugin route's stays open: a family
+    # may take extras).
+    if all(not action.extra_params for action in primitives.actions.values()):
+        for operation in paths.get(PRIMITIVE_PATH, {}).values():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None:
+                body["schema"] = {"anyOf": list(primitive_actions.values())}
     return result
 
 

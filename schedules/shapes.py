@@ -5,13 +5,13 @@ the body in the OpenAPI document; what the values may be is
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from browser.pages import PAGE_ID_PATTERN
+from core.numbers import decimal, whole_number_problem
 from core.shapes import JOB_ID_PATTERN, PageSuccess, Success, Text
 from jobs.options import DEFAULT_BACKOFF_S, MAX_BACKOFF_S, MAX_QUEUE_TIMEOUT_S, MAX_RETRIES
 from schedules import rules, timing
@@ -22,10 +22,11 @@ from schedules.models import Schedule
 
 @extend_schema_field({"type": "integer"})
 class WholeNumber(serializers.Field):
-    """A JSON integer: not a boolean, a string or a float."""
+    """A JSON integer: not a boolean, a string or a float, and of at most 50
+    digits (`core.numbers.whole_number_problem`)."""
 
     def to_internal_value(self, data: Any) -> int:
-        if type(data) is not int:
+        if type(data) is not int or whole_number_problem(data):
             raise serializers.ValidationError("must be a whole number.")
         return data
 
@@ -35,12 +36,15 @@ class WholeNumber(serializers.Field):
 
 @extend_schema_field({"type": "number"})
 class Seconds(serializers.Field):
-    """A JSON number: not a boolean or a string."""
+    """A JSON number: not a boolean or a string (`core.numbers.decimal`)."""
 
     def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+        # A JSON number only (not a string), finite: 1e400 is no number, and
+        # an integer of hundreds of digits none a float holds (core.numbers).
+        number = decimal(data) if isinstance(data, int | float) else None
+        if number is None:
             raise serializers.ValidationError("must be a number of seconds.")
-        return float(data)
+        return number
 
     def to_representation(self, value: float) -> float:
         return value
