@@ -7,17 +7,27 @@ real worker over a real socket or a real client:
 - a JSON body in UTF-16 or UTF-32, or with a byte order mark, answers 400
   with a sentence and starts nothing, where Python's `json.loads` guessed
   the encoding and ran it (core/api.py);
+- an upload's name loses Unicode's bidirectional controls, which can show
+  `invoice\u202efdp.exe` as `invoiceexe.pdf` (media_store/store.py);
+- a media answer, the file's and a refusal's, carries
+  `X-Content-Type-Options: nosniff` (media_store/views.py);
+- the `503` for MAX_JOBS carries `Retry-After`, as the `429` for QUEUE_MAX
+  does (jobs/services.py);
+- a refusal of the egress guard writes an IPv6 address in brackets,
+  `http://[::1]:PORT` (browser/egress.py).
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import time
+from urllib.parse import quote
 
 import pytest
 
 from tests.test_head_bound import parsed, read_whole
-from tests.test_jobs import job_ids
+from tests.test_jobs import JOB_ENV, ended, job_ids, start, started
 
 MALFORMED = (
     "The request is not well-formed HTTP/1.1 (its request line, a header, or its body's framing), so the worker "
@@ -123,3 +133,79 @@ def test_the_same_body_in_utf8_is_taken(api):
     assert api.delete("/utf8").status_code in (200, 204)
     # Bytes that are not UTF-8 at all are no JSON, as before: 422.
     assert api.post("/pages", content=b'{"page_id": "caf\xe9"}').status_code == 422
+
+
+# --- upload names --------------------------------------------------------------------------------
+
+BIDI_CONTROLS = ["\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                 "\u2066", "\u2067", "\u2068", "\u2069"]  # fmt: skip
+
+
+def upload(worker, filename: str):
+    with worker.client() as client:
+        return client.post(
+            "/media", content=b"%PDF-1.4 x", headers={"Content-Type": "application/pdf", "X-Filename": quote(filename)}
+        )
+
+
+def test_an_upload_named_with_a_right_to_left_override_is_stored_without_it(worker):
+    answer = upload(worker, "invoice\u202efdp.exe")
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["filename"] == "invoicefdp.exe"  # what it is, in the order it is written
+    with worker.client() as client:
+        fetched = client.get(answer.json()["media"]["url"].removeprefix("/api/v1"))
+    assert fetched.status_code == 200
+    assert fetched.headers["content-disposition"] == 'attachment; filename="invoicefdp.exe"'
+
+
+@pytest.mark.parametrize("control", BIDI_CONTROLS)
+def test_every_bidirectional_control_is_taken_out_of_an_upload_name(worker, control):
+    answer = upload(worker, f"{control}report{control}.pdf{control}")
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["filename"] == "report.pdf"
+
+
+def test_a_name_of_bidirectional_controls_alone_is_the_fallback(worker):
+    assert upload(worker, "".join(BIDI_CONTROLS)).json()["filename"] == "upload"
+
+
+# --- media answers are never sniffed ---------------------------------------------------------------
+
+
+def test_media_answers_carry_nosniff(worker):
+    with worker.client() as client:
+        stored = client.post("/media", content=b"<script>alert(1)</script>", headers={"Content-Type": "text/plain"})
+        assert stored.status_code == 201, stored.text
+        assert stored.headers["x-content-type-options"] == "nosniff"
+        fetched = client.get(stored.json()["media"]["url"].removeprefix("/api/v1"))
+        assert fetched.status_code == 200 and fetched.headers["content-type"].startswith("text/plain")
+        assert fetched.headers["x-content-type-options"] == "nosniff"
+        missing = client.get("/media/" + "0" * 32)
+        assert missing.status_code == 404 and missing.headers["x-content-type-options"] == "nosniff"
+
+
+# --- MAX_JOBS' 503 says when to come back --------------------------------------------------------
+
+
+def test_the_503_for_max_jobs_carries_retry_after_when_the_first_result_lapses(make_worker):
+    worker = make_worker(env={**JOB_ENV, "MAX_JOBS": "2"})
+    with worker.client() as api:
+        ended(api, started(api, "web/state", ttl=40))
+        second_started = time.time()
+        ended(api, started(api, "web/state", ttl=20))
+        refused = start(api, "web/state", ttl=60)
+        assert refused.status_code == 503 and "MAX_JOBS" in refused.json()["error"], refused.text
+        # The job with ttl 20 leaves first, 20 s after it ended: no later, and no sooner.
+        retry_after = int(refused.headers["Retry-After"])
+        assert second_started + 20 - time.time() <= retry_after <= 20
+        assert len(job_ids(api)) == 2  # nothing stored
+
+
+def test_the_503_for_max_jobs_while_every_held_job_runs_says_five_seconds(make_worker):
+    worker = make_worker(env={**JOB_ENV, "MAX_JOBS": "1"})
+    with worker.client() as api:
+        assert api.post("/pages", json={"page_id": "other"}).status_code == 201
+        running = started(api, "testing/sleep", {"seconds": 30}, ttl=60, page="other")
+        refused = start(api, "web/state", ttl=60)
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "5", refused.text
+        assert api.post(f"/jobs/{running}/cancel").status_code == 200
