@@ -14,18 +14,33 @@ real worker over a real socket or a real client:
 - the `503` for MAX_JOBS carries `Retry-After`, as the `429` for QUEUE_MAX
   does (jobs/services.py);
 - a refusal of the egress guard writes an IPv6 address in brackets,
-  `http://[::1]:PORT` (browser/egress.py).
+  `http://[::1]:PORT` (browser/egress.py);
+- `web/open` and `primitive/goto` take any host a browser takes
+  (`localhost.`, `127.1`) and leave the address to the egress guard, where
+  the URL field refused them as "Enter a valid URL" (core/shapes.py);
+- a refresh that is a redirect (within 1 s of the load) is followed by
+  `web/open`, so one the guard refuses answers 403 naming the address,
+  where the call answered 200 for the first page (plugins/web/refresh.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
+import threading
 import time
-from urllib.parse import quote
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from rest_framework import serializers
 
+from core.shapes import NavigationUrl
+from harness.worker import WorkerProcess
+from tests.conftest import worker_env
+from tests.test_egress import Listener
 from tests.test_head_bound import parsed, read_whole
 from tests.test_jobs import JOB_ENV, ended, job_ids, start, started
 
@@ -209,3 +224,145 @@ def test_the_503_for_max_jobs_while_every_held_job_runs_says_five_seconds(make_w
         refused = start(api, "web/state", ttl=60)
         assert refused.status_code == 503 and refused.headers["Retry-After"] == "5", refused.text
         assert api.post(f"/jobs/{running}/cancel").status_code == 200
+
+
+# --- the egress guard judges navigations (BROWSER_REFUSE_PRIVATE) -------------------------------
+
+
+class RefreshingSite(BaseHTTPRequestHandler):
+    """`/refresh?to=URL&delay=S` asks for a refresh in a meta element,
+    `/header-refresh?to=URL` in a Refresh header; anything else is a plain page."""
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        query = {name: values[0] for name, values in parse_qs(url.query).items()}
+        headers = {"Content-Type": "text/html", "Cache-Control": "no-store"}
+        if url.path == "/refresh":
+            body = f'<title>Refreshing</title><meta http-equiv="refresh" content="{query.get("delay", "0")};url={query["to"]}">'
+        elif url.path == "/header-refresh":
+            body, headers["Refresh"] = "<title>Refreshing</title>", f"0; url={query['to']}"
+        else:
+            body = f"<title>Landing</title><p>{url.path}</p>"
+        data = body.encode()
+        self.send_response(200)
+        for name, value in {**headers, "Content-Length": str(len(data))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory) -> Iterator[dict]:
+    """A worker under BROWSER_REFUSE_PRIVATE that allows one loopback site,
+    and a loopback service it must never reach."""
+    site = ThreadingHTTPServer(("127.0.0.1", 0), RefreshingSite)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    forbidden = Listener()
+    site_port = site.server_address[1]
+    worker = WorkerProcess(
+        tmp_path_factory.mktemp("store"),
+        env=worker_env(BROWSER_REFUSE_PRIVATE="1", BROWSER_ALLOW=f"127.0.0.1:{site_port}"),
+    ).start()
+    try:
+        with worker.client() as api:
+            yield {"api": api, "site": f"http://127.0.0.1:{site_port}", "site_port": site_port, "forbidden": forbidden}
+    finally:
+        worker.stop()
+        site.shutdown()
+        forbidden.close()
+
+
+def loopback_refusal(url: str, host: str) -> str:
+    return f"The browser refused {url}: {host} is a loopback, private, link-local or metadata address (BROWSER_REFUSE_PRIVATE)."
+
+
+def test_a_refusal_writes_an_ipv6_address_in_brackets(guarded):
+    api, port = guarded["api"], guarded["forbidden"].port
+    opened = api.post("/main/plugin/web/open", json={"url": f"http://[::1]:{port}/"})
+    assert opened.status_code == 403, opened.text
+    assert opened.json()["error"] == loopback_refusal(f"http://[::1]:{port}", "::1")
+    assert api.post("/main/plugin/web/open", json={"url": guarded["site"] + "/page"}).status_code == 200
+    fetched = api.post(
+        "/main/primitive/evaluate",
+        json={"expression": f"fetch('http://[::1]:{port}/x').then(async r => [r.status, await r.text()])"},
+    )
+    assert fetched.json()["value"] == [403, loopback_refusal(f"http://[::1]:{port}", "::1")]
+    assert guarded["forbidden"].connections == 0
+
+
+def test_web_open_and_goto_take_any_host_a_browser_takes_and_the_guard_judges_it(guarded):
+    api, port, site_port = guarded["api"], guarded["forbidden"].port, guarded["site_port"]
+    for route, field in (("/main/plugin/web/open", "url"), ("/main/primitive/goto", "url")):
+        # Refused by the guard, not by the field: the address is loopback.
+        for url in (f"http://localhost.:{port}/", f"http://127.1:{port}/", f"http://0x7f.0.0.1:{port}/"):
+            answer = api.post(route, json={field: url})
+            assert answer.status_code == 403, (route, url, answer.text)
+            assert answer.json()["error"].endswith("(BROWSER_REFUSE_PRIVATE)."), answer.text
+        # Allowed by the guard's rules: 127.1 is 127.0.0.1, which BROWSER_ALLOW names with this port.
+        allowed = api.post(route, json={field: f"http://127.1:{site_port}/landing"})
+        assert allowed.status_code == 200, allowed.text
+        # What no browser reads as an address is still no URL.
+        for url in ("http://256.1.1.1/", "http://1.2.3.4.5/", "http://1.2.3.0x100/", "http://-a.com/"):
+            refused = api.post(route, json={field: url})
+            assert refused.status_code == 400 and "Enter a valid URL." in refused.json()["error"], (url, refused.text)
+    assert api.post("/main/plugin/web/state").json()["url"] == f"http://127.0.0.1:{site_port}/landing"
+    assert guarded["forbidden"].connections == 0
+
+
+@pytest.mark.parametrize("path", ["/refresh?delay=0&to=", "/refresh?delay=1&to=", "/header-refresh?to="])
+def test_a_refresh_to_a_refused_address_after_the_load_answers_403(guarded, path):
+    api, port = guarded["api"], guarded["forbidden"].port
+    target = f"http://127.0.0.1:{port}/after-load"
+    opened = api.post("/main/plugin/web/open", json={"url": guarded["site"] + path + quote(target, safe="")})
+    assert opened.status_code == 403, opened.text
+    assert opened.json() == {
+        "success": False, "error": loopback_refusal(f"http://127.0.0.1:{port}", "127.0.0.1"), "page_id": "main",
+    }  # fmt: skip
+    assert guarded["forbidden"].connections == 0
+
+
+def test_a_refresh_to_an_allowed_page_is_followed_and_a_later_one_is_not_waited_for(guarded):
+    api = guarded["api"]
+    landing = guarded["site"] + "/landing"
+    opened = api.post("/main/plugin/web/open", json={"url": guarded["site"] + "/refresh?delay=0&to=" + quote(landing)})
+    assert opened.status_code == 200, opened.text
+    assert {key: opened.json()[key] for key in ("url", "status", "title")} == {"url": landing, "status": 200, "title": "Landing"}
+    later = guarded["site"] + "/refresh?delay=30&to=" + quote(landing)
+    opened = api.post("/main/plugin/web/open", json={"url": later})
+    assert opened.status_code == 200 and opened.json()["title"] == "Refreshing", opened.text
+
+
+NAVIGATION_URLS = [
+    ("http://localhost.:9/", True), ("http://127.1:9/", True), ("http://0x7f.0.0.1/", True), ("http://2130706433/", True),
+    ("http://intranet/", True), ("http://a.b/", True), ("http://example.com./x", True), ("http://[::1]:9/", True),
+    ("https://xn--bcher-kva.example/", True), ("http://1.1.1.1./", True),
+    ("http://256.1.1.1/", False), ("http://1.2.3.4.5/", False), ("http://1.2.3.0x100/", False), ("http://09.1/", False),
+    ("http://-a.com/", False), ("http://a_b.com/", False), ("http://a..b/", False), ("gopher://example.com/", False),
+    (" http://example.com/", False), ("http://" + "a" * 60 + ("." + "a" * 60) * 4 + "/", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("url", "good"), NAVIGATION_URLS)
+def test_the_document_s_navigation_url_pattern_takes_whatever_the_worker_takes(worker, url, good):
+    """Every URL web/open and primitive/goto take matches the pattern the
+    OpenAPI document gives them (a URL past the host rules the pattern
+    cannot state, a host that ends in a number and is no IPv4 address or
+    one past 253 characters, matches it, and the description says so)."""
+    with worker.client() as client:
+        document = client.get("/schema").json()
+    schemas = document["components"]["schemas"]
+    for name in ("web.open.params", "primitive.goto.params"):
+        schema = schemas[name]["properties"]["url"]
+        assert "a host that ends in a number must be a valid IPv4 address" in schema["description"]
+        if good:
+            assert re.fullmatch(schema["pattern"].removeprefix("^").removesuffix("$"), url), (name, url)
+    taken = True
+    try:
+        NavigationUrl().run_validation(url)
+    except serializers.ValidationError as refused:
+        taken = False
+        assert refused.detail == ["Enter a valid URL."]
+    assert taken is good
