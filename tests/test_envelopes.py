@@ -38,7 +38,8 @@ import pytest
 from rest_framework import serializers
 
 from core.shapes import NavigationUrl
-from harness.worker import WorkerProcess
+from harness.waker import WakerProcess
+from harness.worker import WorkerProcess, free_port
 from tests.conftest import worker_env
 from tests.test_egress import Listener
 from tests.test_head_bound import parsed, read_whole
@@ -108,6 +109,19 @@ def test_a_malformed_chunked_body_answers_400_with_the_envelope(worker):
         b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
     )
     assert_malformed(raw_exchange(worker.port, head), None)
+
+
+def test_the_waker_answers_a_malformed_request_with_its_envelope_and_wakes_nothing(tmp_path):
+    waker = WakerProcess(tmp_path, [{"name": "p1", "mode": "sleepy", "port": free_port()}])
+    try:
+        waker.start()
+        answer = raw_exchange(waker.port, b"GET /w/p1/api/v1/health\xff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        status, headers, body = parsed(answer)
+        assert status == 400 and headers["content-type"] == "application/json"
+        assert body == {"success": False, "error": MALFORMED.replace("the worker", "the waker"), "page_id": None}
+        assert waker.persona("p1")["state"] == "stopped"  # nothing woke the sleepy worker
+    finally:
+        waker.stop()
 
 
 # --- JSON bodies are UTF-8 -----------------------------------------------------------------------
