@@ -169,9 +169,9 @@ def not_utf8(raw: bytes) -> str | None:
 def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[str, Any]:
     """The request's body as a JSON object, whatever its Content-Type: empty
     (no bytes, or JSON's whitespace only: `-d $'\\n'` is no parameters) is
-    `{}`, a body in UTF-16 or UTF-32 or with a byte order mark 400 (JSON is
-    UTF-8), anything else that is not JSON 422 (bytes that are not UTF-8
-    too), anything but an object 400, an object that names a key twice (at
+    `{}`, anything else that is not JSON 422 (bytes that are not UTF-8
+    too), JSON in UTF-16 or UTF-32 or with a byte order mark 400 (JSON is
+    UTF-8), anything but an object 400, an object that names a key twice (at
     any depth) 400,
     past DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`,
     "worker" or "waker")."""
@@ -182,18 +182,21 @@ def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[st
         raise ApiError(413, f"The request body is larger than the {server} accepts.") from None
     if not raw.strip(JSON_WHITESPACE):
         return {}
+    # Decoded here, as UTF-8 alone: given bytes, `json.loads` guesses the
+    # encoding. A body in another is read that way only to tell JSON sent
+    # in the wrong encoding (400, below) from a body that is no JSON at all,
+    # which answers 422 as any malformed body does.
     refused = not_utf8(raw)
-    if refused is not None:
-        raise ApiError(400, refused)
     try:
-        # Decoded here, as UTF-8 alone: given bytes, `json.loads` would guess the encoding.
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=object_without_repeats)
+        data = json.loads(raw.decode("utf-8") if refused is None else raw, object_pairs_hook=object_without_repeats)
     except RepeatedKey as repeated:
         raise ApiError(
             400, f"The request body names '{repeated.name[:64]}' twice in one object; send each key once."
         ) from None
     except (ValueError, RecursionError):
         raise ApiError(422, "The request body is not valid JSON.") from None
+    if refused is not None:
+        raise ApiError(400, refused)
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     return data

@@ -4,6 +4,7 @@ OpenAPI document; each route's own shapes live beside its view."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -275,13 +276,17 @@ class NavigationUrl(Url):
         self.schema_pattern = f"^(?:{NAVIGATION_URL_PATTERN})$"
 
 
-NAVIGABLE = re.compile(NAVIGATION_URL_PATTERN)
+@functools.cache
+def navigable_pattern() -> re.Pattern[str]:
+    # Compiled at the first check, not at import: it takes about 0.1 s, which
+    # every start of the worker would pay.
+    return re.compile(NAVIGATION_URL_PATTERN)
 
 
 def navigable(value: str) -> None:
     """A NavigationUrl's check: the pattern, then the host's own rules (its
     length, and an IPv4 address as a browser reads it)."""
-    if not NAVIGABLE.fullmatch(value):
+    if not navigable_pattern().fullmatch(value):
         raise serializers.ValidationError(INVALID_URL, code="invalid")
     try:
         host = urlsplit(value).hostname or ""

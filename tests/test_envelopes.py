@@ -160,8 +160,10 @@ def test_the_same_body_in_utf8_is_taken(api):
     opened = api.post("/pages", content=json.dumps({"page_id": "utf8"}).encode())
     assert opened.status_code == 201, opened.text
     assert api.delete("/utf8").status_code in (200, 204)
-    # Bytes that are not UTF-8 at all are no JSON, as before: 422.
-    assert api.post("/pages", content=b'{"page_id": "caf\xe9"}').status_code == 422
+    # Bytes that are not UTF-8 at all are no JSON, as before: 422; and so is a
+    # body that is no JSON in its own encoding either (a lone BOM, a brace).
+    for body in (b'{"page_id": "caf\xe9"}', b"\xff\xfe", "{".encode("utf-16"), "{".encode("utf-16-le")):
+        assert api.post("/pages", content=body).status_code == 422, body
 
 
 # --- upload names --------------------------------------------------------------------------------
