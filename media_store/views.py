@@ -30,7 +30,7 @@ NOT_FOUND = "No such media file: the link is unknown, used or expired."
 # On every media answer, a file's and a refusal's: a browser takes a file for
 # its Content-Type alone, never for what it sniffs in the bytes (a plugin's
 # `text/plain` that holds HTML is not run as a page).
-MEDIA_HEADERS = {**ApiView.response_headers, "X-Content-Type-Options": "nosniff"}
+MEDIA_HEADERS = {**ApiView.response_headers, **uploads.NOSNIFF}
 
 
 class Download(ApiView):

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlsplit
 
+import httpx
 import pytest
 from rest_framework import serializers
 
@@ -213,6 +214,11 @@ def test_media_answers_carry_nosniff(worker):
         assert fetched.headers["x-content-type-options"] == "nosniff"
         missing = client.get("/media/" + "0" * 32)
         assert missing.status_code == 404 and missing.headers["x-content-type-options"] == "nosniff"
+        bad_type = client.post("/media", content=b"x", headers={"Content-Type": "not a type"})
+        assert bad_type.status_code == 400 and bad_type.headers["x-content-type-options"] == "nosniff"
+    with httpx.Client(base_url=f"http://127.0.0.1:{worker.port}/api/v1") as keyless:
+        refused = keyless.post("/media", content=b"x")  # refused by the server before the body
+        assert refused.status_code == 401 and refused.headers["x-content-type-options"] == "nosniff"
 
 
 # --- MAX_JOBS' 503 says when to come back --------------------------------------------------------
