@@ -41,6 +41,7 @@ from rest_framework import serializers
 from core.shapes import NavigationUrl
 from harness.waker import WakerProcess
 from harness.worker import WorkerProcess, free_port
+from plugins.web.refresh import refresh_target
 from tests.conftest import worker_env
 from tests.test_egress import Listener
 from tests.test_head_bound import parsed, read_whole
@@ -388,3 +389,15 @@ def test_the_document_s_navigation_url_pattern_takes_whatever_the_worker_takes(w
         taken = False
         assert refused.detail == ["Enter a valid URL."]
     assert taken is good
+
+
+@pytest.mark.parametrize(
+    ("declared", "read"),
+    [
+        ("0;url=http://b/x", (0.0, "http://b/x")), ("0; URL = 'http://b/x' ", (0.0, "http://b/x")),
+        ("1, /next", (1.0, "http://a/next")), ("1.5;url=\"n\"", (1.0, "http://a/n")), ("5", (5.0, "http://a/p")),
+        ("0", (0.0, "http://a/p")), ("", None), ("soon", None), (None, None),
+    ],
+)  # fmt: skip
+def test_a_refresh_is_read_as_browsers_read_it(declared, read):
+    assert refresh_target(declared, "http://a/p") == read

@@ -12,8 +12,11 @@ counts it (it replaces the history entry, as a 3xx does), so `web/open`
 waits for its navigation, within what is left of its `timeout_ms`: the
 answer is then the page it led to, and a refusal of the guard is known to
 the call, which answers `403` naming the address, as for a refused
-redirect hop (plugins/running.py). A later refresh is the page's own doing,
-after the answer, like a script's navigation.
+redirect hop (plugins/running.py). So is a navigation of the main frame
+the page itself began by the time the open looks (a script's, right at
+the load): the document it was about to answer is already going. A later
+refresh is the page's own doing, after the answer, like a later script's
+navigation.
 """
 
 from __future__ import annotations
