@@ -136,7 +136,10 @@ def body_of(text: str, encoding: str) -> bytes:
 @pytest.mark.parametrize(
     ("encoding", "sentence"),
     [
-        ("utf-8-sig", "The request body starts with a UTF-8 byte order mark; send JSON as UTF-8 without one (RFC 8259)."),
+        (
+            "utf-8-sig",
+            "The request body starts with a UTF-8 byte order mark; send JSON as UTF-8 without one (RFC 8259).",
+        ),
         ("utf-16", "The request body starts with a UTF-16 byte order mark; send JSON as UTF-8 without one (RFC 8259)."),
         ("utf-16-le", "The request body is UTF-16 or UTF-32; send JSON as UTF-8 (RFC 8259)."),
         ("utf-16-be", "The request body is UTF-16 or UTF-32; send JSON as UTF-8 (RFC 8259)."),
@@ -150,9 +153,7 @@ def test_a_json_body_that_is_not_utf8_answers_400_and_starts_nothing(worker, api
     opened = api.post("/pages", content=json.dumps({"page_id": "utf16"}).encode(encoding))
     assert opened.status_code == 400, opened.text
     assert opened.json() == {"success": False, "error": sentence, "page_id": None}
-    start = api.post(
-        "/main/plugin/web/state", content=json.dumps({}).encode(encoding), headers={"X-Result-Ttl": "60"}
-    )
+    start = api.post("/main/plugin/web/state", content=json.dumps({}).encode(encoding), headers={"X-Result-Ttl": "60"})
     assert start.status_code == 400 and start.json()["error"] == sentence, start.text
     assert {page["page_id"] for page in api.get("/pages").json()["pages"]} == pages
     assert job_ids(api) == jobs
@@ -352,7 +353,11 @@ def test_a_refresh_to_an_allowed_page_is_followed_and_a_later_one_is_not_waited_
     landing = guarded["site"] + "/landing"
     opened = api.post("/main/plugin/web/open", json={"url": guarded["site"] + "/refresh?delay=0&to=" + quote(landing)})
     assert opened.status_code == 200, opened.text
-    assert {key: opened.json()[key] for key in ("url", "status", "title")} == {"url": landing, "status": 200, "title": "Landing"}
+    assert {key: opened.json()[key] for key in ("url", "status", "title")} == {
+        "url": landing,
+        "status": 200,
+        "title": "Landing",
+    }
     later = guarded["site"] + "/refresh?delay=30&to=" + quote(landing)
     opened = api.post("/main/plugin/web/open", json={"url": later})
     assert opened.status_code == 200 and opened.json()["title"] == "Refreshing", opened.text

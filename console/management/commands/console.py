@@ -72,5 +72,7 @@ class Command(BaseCommand):
         sys.stdout.flush()
 
     def _announce(self, host: str, port: int, fleet: Path, count: int) -> None:
-        self.stdout.write(f"Penelope console on http://{host_port(host, port)}/console/ ({count} personas from {fleet})\n")
+        self.stdout.write(
+            f"Penelope console on http://{host_port(host, port)}/console/ ({count} personas from {fleet})\n"
+        )
         self.stdout.flush()

@@ -143,5 +143,7 @@ class Command(BaseCommand):
         self.stderr.write(f"Wrote {len(written)} files to {output} (apply with: kubectl apply -k {output})\n")
 
     def _announce(self, host: str, port: int, personas: Path, count: int) -> None:
-        self.stdout.write(f"Penelope waker on http://{host_port(host, port)}/api/v1 ({count} personas from {personas})\n")
+        self.stdout.write(
+            f"Penelope waker on http://{host_port(host, port)}/api/v1 ({count} personas from {personas})\n"
+        )
         self.stdout.flush()
