@@ -321,8 +321,10 @@ class Egress:
 
 
 def sentence(scheme: str, host: str, port: int | None, why: str) -> str:
-    """A refusal as the browser's answers and the calls say it."""
-    return f"The browser refused {scheme}://{host}{f':{port}' if port else ''}: {why} (BROWSER_REFUSE_PRIVATE)."
+    """A refusal as the browser's answers and the calls say it: the URL as a
+    URL writes it, an IPv6 address in brackets (`http://[::1]:5202`)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"The browser refused {scheme}://{shown}{f':{port}' if port else ''}: {why} (BROWSER_REFUSE_PRIVATE)."
 
 
 def _same_address(host: str, address: str) -> bool:

@@ -141,13 +141,38 @@ def internal_error(page_id: str | None = None) -> ApiError:
 
 # JSON's whitespace (RFC 8259): what may surround a value, and all an empty body holds.
 JSON_WHITESPACE = b" \t\n\r"
+# Byte order marks, longest first (UTF-32's little-endian one opens with UTF-16's).
+BYTE_ORDER_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xef\xbb\xbf", "UTF-8"),
+    (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+)  # fmt: skip
+
+
+def not_utf8(raw: bytes) -> str | None:
+    """Why a body is refused for its encoding, or None. JSON exchanged between
+    systems is UTF-8 without a byte order mark (RFC 8259, 8.1), but Python's
+    `json.loads` takes bytes in UTF-16 and UTF-32 too, and skips a BOM: a
+    body another reader would take for something else, or refuse, ran.
+    UTF-16 and UTF-32 are told by their BOM, or without one by a NUL among
+    the first four bytes (RFC 4627's way: JSON text opens with two ASCII
+    characters, and UTF-8 JSON has no raw NUL anywhere)."""
+    for mark, encoding in BYTE_ORDER_MARKS:
+        if raw.startswith(mark):
+            return (
+                f"The request body starts with a {encoding} byte order mark; send JSON as UTF-8 without one (RFC 8259)."
+            )
+    if b"\x00" in raw[:4]:
+        return "The request body is UTF-16 or UTF-32; send JSON as UTF-8 (RFC 8259)."
+    return None
 
 
 def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[str, Any]:
     """The request's body as a JSON object, whatever its Content-Type: empty
     (no bytes, or JSON's whitespace only: `-d $'\\n'` is no parameters) is
-    `{}`, anything else that is not JSON 422, anything but an object 400, an
-    object that names a key twice (at any depth) 400,
+    `{}`, anything else that is not JSON 422 (bytes that are not UTF-8
+    too), JSON in UTF-16 or UTF-32 or with a byte order mark 400 (JSON is
+    UTF-8), anything but an object 400, an object that names a key twice (at
+    any depth) 400,
     past DATA_UPLOAD_MAX_MEMORY_SIZE 413 (the sentence names `server`,
     "worker" or "waker")."""
     try:
@@ -157,14 +182,21 @@ def read_json_object(request: HttpRequest, *, server: str = "worker") -> dict[st
         raise ApiError(413, f"The request body is larger than the {server} accepts.") from None
     if not raw.strip(JSON_WHITESPACE):
         return {}
+    # Decoded here, as UTF-8 alone: given bytes, `json.loads` guesses the
+    # encoding. A body in another is read that way only to tell JSON sent
+    # in the wrong encoding (400, below) from a body that is no JSON at all,
+    # which answers 422 as any malformed body does.
+    refused = not_utf8(raw)
     try:
-        data = json.loads(raw, object_pairs_hook=object_without_repeats)
+        data = json.loads(raw.decode("utf-8") if refused is None else raw, object_pairs_hook=object_without_repeats)
     except RepeatedKey as repeated:
         raise ApiError(
             400, f"The request body names '{repeated.name[:64]}' twice in one object; send each key once."
         ) from None
     except (ValueError, RecursionError):
         raise ApiError(422, "The request body is not valid JSON.") from None
+    if refused is not None:
+        raise ApiError(400, refused)
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     return data

@@ -20,6 +20,14 @@ GET query string is what passes it); the connection is then closed. A
 request with more than MAX_HEADERS (Twisted's 500) headers, where Twisted
 answered a bare 400, answers 400 with the envelope, and is closed too.
 
+Every other request Twisted or daphne finds malformed before the
+application sees it, where they answered a bare `400` (Twisted: no body at
+all) or daphne's HTML page, answers 400 with the envelope
+(`malformed_sentence`) and is closed: a request line that is not `method
+target HTTP/1.x` in printable ASCII (a raw 0xFF or NUL byte in its target),
+a header line that is no header, a header value with a byte HTTP does not
+allow, a Content-Length that is no number, a malformed chunked body.
+
 This module says what the refusals answer; how they are hooked into daphne
 and Twisted are framework seams (core/seams/, `bound_request_bodies` and
 `bound_request_heads`). `tests/test_bounds.py` and `tests/test_head_bound.py`
@@ -55,6 +63,14 @@ def head_refusal_sentence(server_name: str) -> str:
 
 def too_many_headers_sentence(server_name: str) -> str:
     return f"The request has more than {MAX_HEADERS} headers, more than the {server_name} accepts; send fewer."
+
+
+def malformed_sentence(server_name: str) -> str:
+    return (
+        f"The request is not well-formed HTTP/1.1 (its request line, a header, or its body's framing), so the "
+        f"{server_name} read no further; send the target in printable ASCII (percent-encode other bytes) and "
+        "well-formed headers."
+    )
 
 
 def envelope_answer(
@@ -99,5 +115,9 @@ def install(
         log.info("refused a request with more than %d headers: %s %s", MAX_HEADERS, method[:20], path[:200])
         return envelope_answer(b"400 Bad Request", too_many_headers_sentence(server_name), page(path))
 
-    bound_request_bodies(refusal, streams)
-    bound_request_heads(MAX_HEAD_BYTES, head_refusal, too_many_headers)
+    def malformed(method: str, path: str) -> bytes:
+        log.info("refused a malformed request: %r %r", method[:20], path[:200])
+        return envelope_answer(b"400 Bad Request", malformed_sentence(server_name), page(path))
+
+    bound_request_bodies(refusal, streams, malformed)
+    bound_request_heads(MAX_HEAD_BYTES, head_refusal, too_many_headers, malformed)

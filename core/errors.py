@@ -123,9 +123,13 @@ class StoreFull(DomainError):
 
 
 class JobsFull(DomainError):
-    """MAX_JOBS are held."""
+    """MAX_JOBS are held; `retry_after_s` estimates when there is room."""
 
     transient = True
+
+    def __init__(self, message: str, page_id: str | None = None, *, retry_after_s: int = 1):
+        super().__init__(message, page_id)
+        self.retry_after_s = retry_after_s
 
 
 class WaitersFull(DomainError):

@@ -47,6 +47,12 @@ class PortInUse(RuntimeError):
     """The port to serve on is taken; the message names how to pick another."""
 
 
+def host_port(host: str, port: int) -> str:
+    """`host:port` as a URL writes it: an IPv6 address in brackets
+    (`[::1]:5202`, where `::1:5202` reads as one address)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def check_port_free(host: str, port: int, *, setting: str) -> None:
     """Raise PortInUse when `host:port` cannot be bound now: checked before
     anything slow starts (the browser takes seconds), so a busy port is said
@@ -58,7 +64,7 @@ def check_port_free(host: str, port: int, *, setting: str) -> None:
             probe.bind((host, port))
         except OSError as error:
             raise PortInUse(
-                f"Could not listen on {host}:{port}: {error.strerror or error}. Stop what holds it, or choose "
+                f"Could not listen on {host_port(host, port)}: {error.strerror or error}. Stop what holds it, or choose "
                 f"another port with {setting}={port + 1} or --port {port + 1}."
             ) from None
 

@@ -4,9 +4,12 @@ OpenAPI document; each route's own shapes live beside its view."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.core.validators import URLValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -146,7 +149,10 @@ def _ipv6_pattern() -> str:
     return "|".join(forms)
 
 
-def url_pattern() -> str:
+def url_pattern(*, any_name: bool = False) -> str:
+    """Django's URLValidator as one pattern; with `any_name`, a host may be
+    any name of labels (one or more, with or without a last dot) besides an
+    IPv4 address and a bracketed IPv6 one (`NavigationUrl`)."""
     spaces = python_spaces()
     nfkc_bad = {0x2047, 0x2048, 0x2049, 0x2100, 0x2101, 0x2105, 0x2106, 0x2A74,
                 0xFE13, 0xFE16, 0xFE55, 0xFE56, 0xFE5F, 0xFE6B, 0xFF03, 0xFF0F, 0xFF1A, 0xFF1F, 0xFF20}  # fmt: skip
@@ -158,6 +164,8 @@ def url_pattern() -> str:
     host = f"{label}(?:\\.{label})*{tld}|[lL][oO][cC][aA][lL][hH][oO][sS][tT]"
     octet = "(?:0|25[0-5]|2[0-4][0-9]|1[0-9]?[0-9]?|[1-9][0-9]?)"
     ipv4 = f"{octet}(?:\\.{octet}){{3}}"
+    ipv6 = f"\\[(?:{_ipv6_pattern()})\\]"
+    hosts = f"{ipv6}|{label}(?:\\.{label})*\\.?" if any_name else f"{ipv4}|{ipv6}|{host}"
     refused = "".join(f"\\u{code:04x}" for code in sorted(nfkc_bad))
     userinfo_char = f"[^{spaces}\\u0000:@/\\[\\]{refused}]"
     # A user name opening with ? or # leaves urlsplit an empty netloc, so no host.
@@ -165,7 +173,7 @@ def url_pattern() -> str:
     scheme = "(?:[hH][tT][tT][pP][sS]?|[fF][tT][pP][sS]?)"
     return (
         f"{scheme}://(?:{userinfo_first}{userinfo_char}*(?::{userinfo_char}*)?@)?"
-        f"(?:{ipv4}|\\[(?:{_ipv6_pattern()})\\]|{host})"
+        f"(?:{hosts})"
         f"(?::[0-9]{{1,5}})?(?:[/?#][^{spaces}\\u0000]*)?"
     )
 
@@ -183,3 +191,96 @@ class Url(serializers.URLField):
         kwargs["max_length"] = min(kwargs.get("max_length", MAX_URL_LENGTH), MAX_URL_LENGTH)
         super().__init__(**kwargs)
         self.schema_pattern = f"^(?:{URL_PATTERN})$"
+
+
+# --- a URL the browser goes to ------------------------------------------------------------
+#
+# Django's URLValidator takes a host name only with a top-level domain of
+# letters, and `localhost` alone without one: `http://localhost.:8000/` (the
+# same name, fully qualified), `http://127.1:8000/` (127.0.0.1 as browsers
+# read it), `http://intranet/` were refused as "Enter a valid URL", though
+# the browser opens each. For a navigation, the egress guard
+# (BROWSER_REFUSE_PRIVATE) judges the address a host reaches, not the field
+# its spelling: the field takes any host a browser takes, a name of labels
+# with or without a last dot, and checks only what a browser would refuse
+# itself (a host that ends in a number must be an IPv4 address, WHATWG URL's
+# IPv4 parser).
+
+NAVIGATION_URL_PATTERN = url_pattern(any_name=True)
+INVALID_URL = "Enter a valid URL."  # Django's URLValidator's own sentence, as Url answers it
+MAX_HOST_LENGTH = 253
+
+
+def _ipv4_number(part: str) -> int | None:
+    """WHATWG URL's IPv4 number parser: decimal, 0x hexadecimal or 0 octal; None when it is none."""
+    radix = 10
+    if part[:2].lower() == "0x":
+        part, radix = part[2:], 16
+    elif len(part) > 1 and part.startswith("0"):
+        part, radix = part[1:], 8
+    if part == "":
+        return 0
+    digits = "0123456789abcdef"[:radix]
+    if not all(char in digits for char in part.lower()):
+        return None
+    return int(part, radix)
+
+
+def ends_in_a_number(host: str) -> bool:
+    """WHATWG URL's "ends in a number": the host is then read as an IPv4 address."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    last = parts[-1]
+    return (last != "" and last.isascii() and last.isdigit()) or (
+        last[:2].lower() == "0x" and _ipv4_number(last) is not None
+    )
+
+
+def valid_ipv4(host: str) -> bool:
+    """Whether WHATWG URL's IPv4 parser takes `host` (`127.1`, `0x7f.0.0.1`, `2130706433`)."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    if len(parts) > 4 or "" in parts:
+        return False
+    numbers = [_ipv4_number(part) for part in parts]
+    if any(number is None for number in numbers):
+        return False
+    *leading, last = numbers
+    return all(number <= 255 for number in leading) and last < 256 ** (5 - len(numbers))
+
+
+class NavigationUrl(Url):
+    """A URL the browser goes to (`web/open`, `primitive/goto`): any host a
+    browser takes (`NAVIGATION_URL_PATTERN`), its address left to the egress
+    guard. Still refused: what the pattern refuses, a host past 253
+    characters, and a host that ends in a number but is no IPv4 address."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, URLValidator)]
+        self.validators.append(navigable)
+        self.schema_pattern = f"^(?:{NAVIGATION_URL_PATTERN})$"
+
+
+@functools.cache
+def navigable_pattern() -> re.Pattern[str]:
+    # Compiled at the first check, not at import: it takes about 0.1 s, which
+    # every start of the worker would pay.
+    return re.compile(NAVIGATION_URL_PATTERN)
+
+
+def navigable(value: str) -> None:
+    """A NavigationUrl's check: the pattern, then the host's own rules (its
+    length, and an IPv4 address as a browser reads it)."""
+    if not navigable_pattern().fullmatch(value):
+        raise serializers.ValidationError(INVALID_URL, code="invalid")
+    try:
+        host = urlsplit(value).hostname or ""
+    except ValueError:
+        raise serializers.ValidationError(INVALID_URL, code="invalid") from None
+    if len(host.rstrip(".")) > MAX_HOST_LENGTH:
+        raise serializers.ValidationError(INVALID_URL, code="invalid")
+    if ":" not in host and ends_in_a_number(host) and not valid_ipv4(host):
+        raise serializers.ValidationError(INVALID_URL, code="invalid")

@@ -56,6 +56,14 @@ def count_held(now: float) -> int:
     return Job.objects.held(now).count()
 
 
+def seconds_until_a_result_lapses(now: float) -> float | None:
+    """How long until the first ended job held against MAX_JOBS passes its
+    deadline (None: every held job is queued or running)."""
+    first = Job.objects.ended().filter(expires_at__gt=now).order_by("expires_at").values_list("expires_at", flat=True)
+    deadline = first.first()
+    return None if deadline is None else deadline - now
+
+
 def seconds_until_next_attempt(now: float) -> float | None:
     """How long until an unclaimed webhook attempt comes due (None: nothing pending)."""
     next_at = Job.objects.next_attempt_at()

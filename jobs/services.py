@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from core.event_log import SWEEP_ROWS, sweep_events_batch
 from core.routes import ANY
 from jobs.models import DeliveryAttempt, Job
 from jobs.options import JobOptions, back_off_s, wait_in_line_s
-from jobs.selectors import count_held, find_live_job
+from jobs.selectors import count_held, find_live_job, seconds_until_a_result_lapses
 from media_store import store as media
 
 log = logging.getLogger("penelope.jobs")
@@ -73,6 +74,21 @@ class HeldJobsBound:
             return True
 
 
+# Retry-After of a 503 for MAX_JOBS (whole seconds): when the first held
+# result passes its deadline and leaves room by itself, between 1 and
+# JOBS_FULL_RETRY_MAX_S (a client that reads and deletes its results, or a
+# delivered webhook, makes room sooner); JOBS_FULL_RETRY_S when every held
+# job is still queued or running, whose ends nobody knows.
+JOBS_FULL_RETRY_S = 5
+JOBS_FULL_RETRY_MAX_S = 60
+
+
+def jobs_full_retry_after_s(room_in_s: float | None) -> int:
+    if room_in_s is None:
+        return JOBS_FULL_RETRY_S
+    return max(1, min(JOBS_FULL_RETRY_MAX_S, math.ceil(room_in_s)))
+
+
 def create_job(
     *, job_id: str, page_id: str, plugin: str, params: dict[str, Any], options: JobOptions, held: HeldJobsBound,
     digest: str | None = None, queued: bool = False, under_lease: bool = False, on_any: bool = False,
@@ -86,6 +102,7 @@ def create_job(
             f"The worker already holds {settings.MAX_JOBS} jobs (MAX_JOBS); "
             "try again when some have ended and been read or delivered.",
             page_id,
+            retry_after_s=jobs_full_retry_after_s(seconds_until_a_result_lapses(time.time())),
         )
     now = time.time()
     fields = {

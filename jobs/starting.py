@@ -216,7 +216,7 @@ def job_description() -> dict:
             ),
             422: "The body is not valid JSON, or an Idempotency-Key was sent with a different request.",
             429: "A job start with X-Queue-Timeout: QUEUE_MAX jobs wait for the page already (see Retry-After).",
-            503: "The browser is not running, a family's own service is off, or MAX_JOBS jobs are held (job starts).",
+            503: "The browser is not running, a family's own service is off, or MAX_JOBS jobs are held (job starts; see Retry-After).",
         },
     }
 

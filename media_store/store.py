@@ -145,13 +145,20 @@ def register_file(
 
 
 UNSAFE_IN_NAMES = re.compile(r'[\x00-\x1f\x7f/\\"]')
+# Unicode's bidirectional controls (the marks LRM, RLM and ALM, the
+# embeddings and overrides U+202A-U+202E, the isolates U+2066-U+2069): shown,
+# they reorder what follows, so `invoice\u202efdp.exe` reads as
+# `invoiceexe.pdf`. Taken out, not replaced: they show nothing of their own.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_FILENAME = 200
 
 
 def safe_filename(given: str, fallback: str = "upload") -> str:
     """A name a file may be saved under anywhere: its last path part, with no
-    control characters or quotes, not hidden, at most 200 characters; else `fallback`."""
-    name = UNSAFE_IN_NAMES.sub("_", given.replace("\\", "/").rsplit("/", 1)[-1]).strip().lstrip(".")
+    control characters or quotes, no bidirectional controls, not hidden, at
+    most 200 characters; else `fallback`."""
+    name = BIDI_CONTROLS.sub("", given.replace("\\", "/").rsplit("/", 1)[-1])
+    name = UNSAFE_IN_NAMES.sub("_", name).strip().lstrip(".")
     return name[:MAX_FILENAME] or fallback
 
 

@@ -39,6 +39,8 @@ MARKER_META = "HTTP_" + STREAMED_HEADER.decode().upper().replace("-", "_")
 CONTENT_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
 PART_NAME = re.compile(r"^[0-9a-f]{32}(\.\w{1,10})?$")
 DEFAULT_TYPE = "application/octet-stream"
+# What every media answer carries (media_store/views.py), the server's refusals of an upload too.
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
 
 def upload_limit() -> int:
@@ -83,7 +85,7 @@ class Upload:
         self.path.unlink(missing_ok=True)
 
     def too_large(self) -> bytes:
-        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None)
+        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None, NOSNIFF)
 
 
 def too_large_sentence() -> str:
@@ -99,15 +101,15 @@ def choose(method: str, path: str, headers: dict[str, str], length: int | None) 
         return None
     role = key_role(headers.get("authorization", ""))
     if role is None:
-        return envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM})
+        return envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM, **NOSNIFF})
     if role == READ:
-        return envelope_answer(b"403 Forbidden", read_only("uploading a file"), None)
+        return envelope_answer(b"403 Forbidden", read_only("uploading a file"), None, NOSNIFF)
     if length is not None and length > upload_limit():
-        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None)
+        return envelope_answer(b"413 Request Entity Too Large", too_large_sentence(), None, NOSNIFF)
     content_type = content_type_of(headers)
     if content_type is None:
         return envelope_answer(
-            b"400 Bad Request", "Content-Type must be a media type (type/subtype), the file's own.", None
+            b"400 Bad Request", "Content-Type must be a media type (type/subtype), the file's own.", None, NOSNIFF
         )
     return Upload(content_type)
 

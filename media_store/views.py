@@ -27,9 +27,15 @@ from media_store.models import MediaFile
 
 CHUNK = 256 * 1024
 NOT_FOUND = "No such media file: the link is unknown, used or expired."
+# On every media answer, a file's and a refusal's: a browser takes a file for
+# its Content-Type alone, never for what it sniffs in the bytes (a plugin's
+# `text/plain` that holds HTML is not run as a page).
+MEDIA_HEADERS = {**ApiView.response_headers, **uploads.NOSNIFF}
 
 
 class Download(ApiView):
+    response_headers = MEDIA_HEADERS
+
     @extend_schema(
         **operation(
             operation_id="downloadMedia",
@@ -44,6 +50,7 @@ class Download(ApiView):
                         ("Content-Length", int, "The file's size in bytes."),
                         ("Content-Disposition", str, 'attachment; filename="..."'),
                         ("Cache-Control", str, "no-store"),
+                        ("X-Content-Type-Options", str, "nosniff: the file is its Content-Type, never sniffed."),
                     )
                 ),
             ],
@@ -133,6 +140,7 @@ class Uploaded(Success):
 
 class Upload(ApiView):
     does = {"POST": "uploading a file"}
+    response_headers = MEDIA_HEADERS
 
     @extend_schema(
         **operation(

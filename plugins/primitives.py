@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from rest_framework import serializers
 
-from core.shapes import Flag, Text, Url
+from core.shapes import Flag, NavigationUrl, Text
 from plugins.framework import Context, Family, PluginError
 
 primitives = Family("primitive")
@@ -22,7 +22,7 @@ TIMEOUT_MS = serializers.IntegerField(min_value=0, max_value=600_000, default=30
 
 
 class GotoParams(serializers.Serializer):
-    url = Url()
+    url = NavigationUrl()
     wait_until = serializers.ChoiceField(choices=["load", "domcontentloaded", "networkidle", "commit"], default="load")
     timeout_ms = TIMEOUT_MS
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.shapes import NavigationUrl
 from plugins.framework import Action, families
 from plugins.primitives import primitives
 
@@ -126,7 +127,14 @@ def field_schema(field: serializers.Field, *, closed: bool = False) -> dict[str,
     else:
         described = {}
     notes = [str(field.help_text)] if field.help_text else []
-    if isinstance(field, serializers.URLField):
+    if isinstance(field, NavigationUrl):
+        notes.append(
+            "An http, https, ftp or ftps URL whose host is at most 253 characters: any name a browser takes "
+            "(`localhost.`, `intranet`), or an address (`127.1` is 127.0.0.1, as browsers read it; a host that "
+            "ends in a number must be a valid IPv4 address). Whether the browser may reach it is the egress "
+            "guard's to judge (BROWSER_REFUSE_PRIVATE)."
+        )
+    elif isinstance(field, serializers.URLField):
         notes.append("An http, https, ftp or ftps URL whose host is at most 253 characters.")
     if isinstance(field, serializers.CharField) and field.trim_whitespace:
         # A plain CharField (a family of the user's own) trims before it checks:

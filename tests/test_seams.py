@@ -782,6 +782,39 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
     assert refusals == [("GET", "/api/v1/main/x")]
 
 
+def test_twisted_answers_a_malformed_request_with_a_bare_400_and_the_seam_answers_instead(daphne_factory):
+    """Twisted 26's `HTTPChannel` answers every request it finds malformed
+    (a request line that `_parseRequestLine` refuses: a raw 0xFF or NUL byte
+    in its target; a header line without a colon, or with NUL in its value)
+    with `_respondToBadRequestAndDisconnect`, a bare `400` with no body.
+    `bound_request_heads`, given `malformed`, overrides that one method and
+    writes `malformed(method, path)`: the request line as far as it was
+    read, the channel's own once it parsed one. If this fails, Twisted
+    renamed the method or answers these another way: read the new
+    `HTTPChannel.lineReceived` and `headerReceived`, and adapt
+    `BoundedChannel` (core/bounded_http.py says what is answered)."""
+    bad_line = b"GET /api/v1/main/x\xff HTTP/1.1\r\nHost: a\r\n\r\n"
+    bad_header = b"GET /api/v1/main/y HTTP/1.1\r\nHost: a\r\nX-A: a\x00b\r\n\r\n"
+
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        protocol, transport = connection(daphne_factory)
+        protocol.dataReceived(head)
+        return transport.value(), bool(transport.disconnecting)
+
+    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)  # Twisted's own
+    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)
+    refusals: list[tuple[str, str]] = []
+
+    def malformed(method: str, path: str) -> bytes:
+        refusals.append((method, path))
+        return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}"
+
+    seams.bound_request_heads(HEAD_LIMIT, lambda method, path: b"", None, malformed)
+    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
+    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
+    assert refusals == [("GET", "/api/v1/main/x\xff"), ("GET", "/api/v1/main/y")]
+
+
 def test_twisted_keeps_the_request_line_and_the_head_s_size_where_the_seams_read_them(daphne_factory):
     """The private names of Twisted 26's HTTP server that pieces 6 and 7
     read or build: the channel keeps the request line in `_command` and

@@ -98,6 +98,9 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
    whole buffer into the application's queue at once (`self.content.read`,
    in `request_buffer_size` chunks put with `put_nowait`): a 100 MB upload
    would otherwise sit in memory twice. tests/test_uploads.py checks it.
+   And it overrides daphne's `basic_error` for a 400 (a header name or
+   value daphne refuses, answered with its HTML page): the envelope instead,
+   checked by tests/test_envelopes.py.
 
 7. `bound_request_heads` replaces the protocol daphne's `HTTPFactory` builds
    for each connection (`protocol`, which Twisted 26.10.0's
@@ -112,7 +115,12 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
    No speed gain: it buys behaviour (every request line or header past the
    bound answers 414 with the envelope, and more than 500 headers 400 with
    the envelope, as docs/reference/API.md says), checked by
-   tests/test_head_bound.py on a real worker and waker.
+   tests/test_head_bound.py on a real worker and waker. It also overrides
+   `_respondToBadRequestAndDisconnect`, Twisted's one bare `400` with no
+   body, written wherever it finds a request malformed (a raw 0xFF or NUL
+   byte in the request line, a header line that is no header, a malformed
+   chunked body): 400 with the envelope instead, checked by
+   tests/test_envelopes.py on a real worker and pinned by tests/test_seams.py.
 
 8. `insert_row` writes the one-row INSERT that `Model.save(force_insert=True)`
    ends in (`_do_insert`, `QuerySet._insert`, `SQLInsertCompiler`; Django

@@ -49,7 +49,9 @@ STREAMED_HEADER = b"penelope-streamed"
 
 
 def bound_request_bodies(
-    refusal: Callable[[str, str, str], bytes], streams: Mapping[str, StreamChoice] | None = None
+    refusal: Callable[[str, str, str], bytes],
+    streams: Mapping[str, StreamChoice] | None = None,
+    malformed: Callable[[str, str], bytes] | None = None,
 ) -> type:
     """Make daphne build every HTTP request as a subclass of its WebRequest
     that refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE as it arrives:
@@ -62,7 +64,12 @@ def bound_request_bodies(
     body written to the sink as it arrives, bounded by the sink's own limit,
     and reaches the application with an empty body and the sink's `finish()`
     in the STREAMED_HEADER; a client's own such header is removed from every
-    request, so only the sink sets it. Call it before the server runs; answers the class.
+    request, so only the sink sets it.
+
+    Given `malformed`, a request daphne refuses with its own bare page
+    (`basic_error` with 400: a header name or value it does not take) gets
+    `malformed(method, path)` instead (the whole answer), and the connection
+    is closed. Call it before the server runs; answers the class.
     daphne is imported here, not at the top: Twisted's modules are
     import-order sensitive (core/serving.py)."""
     from daphne import http_protocol
@@ -125,6 +132,14 @@ def bound_request_bodies(
                 sink.abort()
             super().connectionLost(reason)
 
+        def basic_error(self, status: int, status_text: bytes, body: str) -> None:
+            if malformed is None or status != 400:
+                super().basic_error(status, status_text, body)
+                return
+            method = (self.method or b"").decode("latin-1")
+            path = (self.path or b"").decode("latin-1")
+            self._answer(malformed(method, path))
+
         def _request_line(self) -> tuple[str, str]:
             # The request line as the channel parsed it: the request's own
             # `method` and `uri` are set only once the whole body is in.
@@ -155,7 +170,10 @@ def bound_request_bodies(
 
 
 def bound_request_heads(
-    limit: int, refusal: Callable[[str, str], bytes], too_many: Callable[[str, str], bytes] | None = None
+    limit: int,
+    refusal: Callable[[str, str], bytes],
+    too_many: Callable[[str, str], bytes] | None = None,
+    malformed: Callable[[str, str], bytes] | None = None,
 ) -> type:
     """Make daphne read every HTTP/1.1 connection with a subclass of Twisted's
     HTTPChannel that, when a request's line and headers pass `limit` bytes
@@ -164,8 +182,13 @@ def bound_request_heads(
     answer) and closes the connection, where Twisted would answer a bare 400
     or close without a word; and, given `too_many`, writes
     `too_many(method, path)` for a request with more headers than Twisted
-    takes (its `maxHeaders`, 500), where it answered a bare 400. Call it
-    before the server runs; answers the class."""
+    takes (its `maxHeaders`, 500), where it answered a bare 400; and, given
+    `malformed`, writes `malformed(method, path)` wherever else Twisted
+    answers its bare 400 (`_respondToBadRequestAndDisconnect`): a request
+    line that is not `method target version` in printable ASCII (a raw 0xFF
+    or NUL byte in it), a header line without a colon or with NUL, CR or LF
+    in its value, a Content-Length that is no number, a malformed chunked
+    body. Call it before the server runs; answers the class."""
     from daphne import http_protocol
     from twisted.web import http
 
@@ -173,7 +196,10 @@ def bound_request_heads(
         MAX_LENGTH = limit  # one line (LineReceiver)
         totalHeadersSize = limit  # the request line and the headers together (HTTPChannel)
 
+        _line = b""  # the last line received, for a refusal of a request line not parsed
+
         def lineReceived(self, line: bytes) -> None:  # noqa: N802 - Twisted's name
+            self._line = line
             # Twisted's own check, made first: past it Twisted answers a bare 400.
             if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
                 self._refuse_head(line)
@@ -190,6 +216,13 @@ def bound_request_heads(
                 self._refuse_head(line, too_many)
                 return False
             return super().headerReceived(line)
+
+        def _respondToBadRequestAndDisconnect(self) -> None:  # noqa: N802 - Twisted's name
+            # Twisted's one bare 400, written wherever it finds the request malformed.
+            if malformed is None:
+                super()._respondToBadRequestAndDisconnect()
+                return
+            self._refuse_head(self._line, malformed)
 
         def _refuse_head(self, received: bytes, answer: Callable[[str, str], bytes] = refusal) -> None:
             # The request line as the channel parsed it, when the line past the

@@ -3,24 +3,26 @@ evaluate and state."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from rest_framework import serializers
 
-from core.shapes import Flag, Text, Url
+from core.shapes import Flag, NavigationUrl, Text
 from plugins.framework import Context, PluginError
 from plugins.primitives import evaluate_json
 from plugins.web import network
 from plugins.web.base import SELECTOR, ReadParams, WaitFor, WebParams, action, family, first_match, wait_for
 from plugins.web.error_page import navigate, settle_after
+from plugins.web.refresh import Navigations, follow_refresh
 
 WAIT_UNTIL = ["load", "domcontentloaded", "networkidle", "commit"]
 
 
 class OpenParams(ReadParams, network.CaptureParams):
-    url = Url()
+    url = NavigationUrl()
     wait_until = serializers.ChoiceField(choices=WAIT_UNTIL, default="load")
     timeout_ms = serializers.IntegerField(min_value=1, max_value=600_000, default=30_000)
     require_ok = Flag(default=False)
@@ -28,17 +30,31 @@ class OpenParams(ReadParams, network.CaptureParams):
 
 @action("open", params=OpenParams)
 async def open_url(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    async with network.capture(page, params, ctx) as captured:
-        try:
-            response = await navigate(page, params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"])
-        except PlaywrightError as error:
-            await settle_after(page, error)  # the next call meets the error page committed
-            raise
-        status = response.status if response else None
-        if params["require_ok"] and status is not None and status >= 400:
-            raise PluginError(502, f"The site answered {status} for {page.url}.")
-        await wait_for(page, params.get("wait_for"))
-        answer = {"url": page.url, "status": status, "title": await page.title()}
+    began = time.monotonic()
+    navigations = Navigations(page)
+    try:
+        async with network.capture(page, params, ctx) as captured:
+            try:
+                response = await navigate(
+                    page, params["url"], wait_until=params["wait_until"], timeout=params["timeout_ms"]
+                )
+            except PlaywrightError as error:
+                await settle_after(page, error)  # the next call meets the error page committed
+                raise
+            # A refresh that is a redirect is followed as one (plugins/web/refresh.py).
+            left_ms = params["timeout_ms"] - (time.monotonic() - began) * 1000
+            followed, refreshed = await follow_refresh(
+                page, navigations, response, wait_until=params["wait_until"], timeout_ms=left_ms
+            )
+            if followed:
+                response = refreshed
+            status = response.status if response else None
+            if params["require_ok"] and status is not None and status >= 400:
+                raise PluginError(502, f"The site answered {status} for {page.url}.")
+            await wait_for(page, params.get("wait_for"))
+            answer = {"url": page.url, "status": status, "title": await page.title()}
+    finally:
+        navigations.close()
     return {**answer, **captured.answer()}
 
 

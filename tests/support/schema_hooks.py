@@ -28,14 +28,17 @@ from typing import Any
 import schemathesis
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
+from rest_framework import serializers
 
 from core.errors import BadJobHeader
+from core.shapes import NavigationUrl
 from jobs.options import CALLBACK_HEADER, IDEMPOTENCY_HEADER, TTL_HEADER, parse_callback, parse_idempotency_key
 
 # What may surround a JSON value (RFC 8259): all an empty body holds.
 JSON_WHITESPACE = b" \t\n\r"
 NOWHERE = "http://127.0.0.1:9/"  # the discard port: nothing listens, refused at once
 URL_PARAMETERS = ("url",)
+NAVIGATIONS = ("/web/open", "/primitive/goto")  # their `url` is a NavigationUrl
 # Time parameters: (the most the schema allows, the most a fuzz call waits).
 SHORT = {
     "timeout_ms": (600_000, 300),
@@ -55,10 +58,16 @@ def accepted(parse: Any, value: Any) -> bool:
     return True
 
 
-def accepted_url(value: Any) -> bool:
+def accepted_url(value: Any, *, navigation: bool = False) -> bool:
+    """Whether the worker takes `value` for a `url`: a navigation's
+    (web/open, primitive/goto: core.shapes.NavigationUrl, which takes more
+    hosts) or any other's (Django's URLValidator)."""
     try:
-        URLValidator()(value)
-    except ValidationError:
+        if navigation:
+            NavigationUrl().run_validation(value)
+        else:
+            URLValidator()(value)
+    except (ValidationError, serializers.ValidationError):
         return False
     return True
 
@@ -93,10 +102,11 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         # to be refused: a form feed (not JSON's whitespace) is, with 422.
         case.body = b"\x0c"
     declared = set(case.operation.definition.raw.get("x-fuzz-params", ()))
+    navigation = case.operation.path.endswith(NAVIGATIONS)
     for container in (case.query, case.body):
         if isinstance(container, dict):
             for name in URL_PARAMETERS:
-                if name in container and accepted_url(container[name]):
+                if name in container and accepted_url(container[name], navigation=navigation):
                     container[name] = NOWHERE
             if declared:
                 shorten(container, declared)

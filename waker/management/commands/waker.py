@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, write_new_key
+from core.serving import PortInUse, check_port_free, event_loop, host_port, run_daphne, say_generated, write_new_key
 from waker import kubernetes, kubernetes_console
 from waker.personas import PersonasInvalid, load_personas
 
@@ -104,7 +104,7 @@ class Command(BaseCommand):
         )
         if not listened:
             loop.run_until_complete(supervisor.close())
-            raise CommandError(f"Could not listen on {host}:{port}.")
+            raise CommandError(f"Could not listen on {host_port(host, port)}.")
         log.info("waker stopped")
         sys.stdout.flush()
 
@@ -143,5 +143,7 @@ class Command(BaseCommand):
         self.stderr.write(f"Wrote {len(written)} files to {output} (apply with: kubectl apply -k {output})\n")
 
     def _announce(self, host: str, port: int, personas: Path, count: int) -> None:
-        self.stdout.write(f"Penelope waker on http://{host}:{port}/api/v1 ({count} personas from {personas})\n")
+        self.stdout.write(
+            f"Penelope waker on http://{host_port(host, port)}/api/v1 ({count} personas from {personas})\n"
+        )
         self.stdout.flush()

@@ -19,7 +19,16 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
 from core.db_thread import on_db_thread, watch_connections
-from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, stop_serving, write_new_key
+from core.serving import (
+    PortInUse,
+    check_port_free,
+    event_loop,
+    host_port,
+    run_daphne,
+    say_generated,
+    stop_serving,
+    write_new_key,
+)
 from core.start_clock import StartClock
 from jobs.webhooks import BadSecret, new_secret, signers
 from media_store import uploads
@@ -131,7 +140,7 @@ class Command(BaseCommand):
             page_of=page_of_path, streams={uploads.UPLOAD_PATH: uploads.choose}, socket_close_wait_s=settings.CDP_CLOSE_WAIT_S,
         )
         if not listened:
-            raise CommandError(f"Could not listen on {host}:{port}.")
+            raise CommandError(f"Could not listen on {host_port(host, port)}.")
         if runtime.failure:
             raise CommandError(runtime.failure)
         log.info("worker stopped")
@@ -140,5 +149,5 @@ class Command(BaseCommand):
     def _announce(self, host: str, port: int) -> None:
         self.clock.lap("the port")
         log.info("worker %s", self.clock.said())
-        self.stdout.write(f"Penelope worker on http://{host}:{port}/api/v1 (store {settings.STORE_DIR})\n")
+        self.stdout.write(f"Penelope worker on http://{host_port(host, port)}/api/v1 (store {settings.STORE_DIR})\n")
         self.stdout.flush()
