@@ -1,6 +1,8 @@
 """Flows that use a persona's credentials, against a real worker: a loopback
 sign-in form that checks a password and a one-time code against its own
-clock, filled by `web/fill-credential`; the origin rule; and a search of
+clock, filled by `web/fill-credential`; the origin rule, for the page and
+for every frame a keystroke could reach (another loopback origin that sends
+home whatever is typed into it); and a search of
 everything the worker keeps or shows (answers, the request log, jobs and
 re-runs, every X-Debug artifact with the trace's zip members, the worker's
 output, every byte of the store) for the planted password and secret."""
@@ -17,7 +19,7 @@ import pytest
 
 from harness.worker import WorkerProcess, wait_until
 from tests.conftest import worker_env
-from tests.support.sign_in_site import SignInSite
+from tests.support.sign_in_site import SignInSite, TellingSite
 
 PASSWORD = "Planted-pa55word-7Qx"
 SECRET = pyotp.random_base32()
@@ -152,6 +154,101 @@ def test_demo_sign_in_signs_in_unattended_with_a_credential(api, worker):
     assert signed.status_code == 200, signed.text
     assert signed.json() == {"success": True, "page_id": "main", "handle": SECURE_HANDLE, "signed_in": True, "asked_human": False}
     assert api.post("/main/primitive/evaluate", json={"expression": "location.pathname"}).json()["value"] == "/demo/signed-in/"
+
+
+def report(api, elsewhere: TellingSite, pages: set[str]) -> dict[str, str]:
+    """What the other origin's fields hold, by the path of their page: every
+    frame of the page (or the page itself, when it has none) is asked by a
+    message, and each of `pages` sends its field's value home."""
+    ask = "(frames.length ? [...Array(frames.length).keys()].map(i => frames[i]) : [window]).forEach(w => w.postMessage('', '*'))"
+
+    def answered() -> dict[str, str] | None:
+        said = {report["at"]: report["v"] for report in elsewhere.said("/report")}
+        if set(said) >= pages:
+            return said
+        api.post("/main/primitive/evaluate", json={"expression": ask})  # a page still loading misses it: asked again
+        return None
+
+    return wait_until(answered, what="the other origin's report")
+
+
+@pytest.fixture(params=["127.0.0.1", "localhost"])
+def elsewhere(request):
+    """Another origin: another port of the form's host (the same site, so the
+    same renderer), or `localhost` (another site, so a process of its own)."""
+    with TellingSite(request.param) as running:
+        yield running
+
+
+def test_a_form_in_a_frame_of_its_own_origin_is_filled(api, form, credential):
+    form.pages["/framed"] = '<title>Framed</title><iframe id=login src="/sign-in"></iframe>'
+    open_form(api, f"{form.url}/framed")
+    signed_before = form.signed_in
+    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, "frame_selector": "#login", **FIELDS})
+    assert filled.status_code == 200, filled.text
+    assert filled.json() == {
+        "success": True, "page_id": "main", "credential": "robin", "filled": ["username", "password", "totp"],
+        "submitted": True, "left_the_form": True, "url": f"{form.url}/framed",
+    }
+    assert form.signed_in == signed_before + 1
+
+
+def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, form, credential, elsewhere):
+    form.pages["/embeds"] = (
+        f'<title>Embeds</title><input id=user><iframe id=other src="{elsewhere.url}/frame"></iframe>'
+        f'<object id=obj type=text/html data="{elsewhere.url}/object"></object>'
+        f'<embed id=emb type=text/html src="{elsewhere.url}/embed">'
+    )
+    open_form(api, f"{form.url}/embeds")
+    asks = [  # the audit's request (the iframe as the field), the other elements that hold a document, ...
+        ({"password_selector": "#other"}, 422, "the password field (#other) is an iframe"),
+        ({"password_selector": "#obj"}, 422, "the password field (#obj) is an object"),
+        ({"username_selector": "#user", "password_selector": "#emb"}, 422, "the password field (#emb) is an embed"),
+        # ... the frame named as the form's, and a selector of Playwright's that enters it
+        ({"frame_selector": "#other", "password_selector": "#field"}, 403, f"belongs to {form.url}; the frame #other is on "),
+        ({"password_selector": "#other >> internal:control=enter-frame >> #field"}, 422, "is not a CSS selector"),
+    ]
+    for params, status, said in asks:
+        refused = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **params})
+        assert refused.status_code == status, (params, refused.text)
+        assert said in refused.json()["error"] and not leaked(refused.content), refused.text
+    said = report(api, elsewhere, {"/frame", "/object", "/embed"})
+    assert said == {"/frame": "", "/object": "", "/embed": ""}  # no field of the other origin holds a thing
+    assert elsewhere.said("/typed") == [] and not [seen for seen in elsewhere.requests if PASSWORD in seen]
+
+
+@pytest.mark.parametrize("where", ["frame", "page"])
+@pytest.mark.parametrize("arrival", ["held", "at once"])
+def test_a_document_that_leaves_between_focus_and_typing_is_refused(api, form, credential, where, arrival):
+    """The username field's focus sends its document (the page's, or a
+    frame's) to another origin, whose field takes the focus as it loads.
+    Whether that origin's answer is held (the form's document is still
+    there, leaving) or comes at once (it may be gone already), the fill stops
+    there and the other origin gets nothing."""
+    with TellingSite() as elsewhere:
+        if arrival == "held":
+            elsewhere.held.add("/landing")
+        form.pages["/leaving"] = (
+            f"<title>Leaving</title><input id=user onfocus=\"location.href = '{elsewhere.url}/landing'\">"
+            "<input id=pass type=password>"
+        )
+        form.pages["/holds-leaving"] = '<title>Holds</title><iframe id=login src="/leaving"></iframe>'
+        open_form(api, f"{form.url}/holds-leaving" if where == "frame" else f"{form.url}/leaving")
+        frame = {"frame_selector": "#login"} if where == "frame" else {}
+        refused = api.post(
+            "/main/plugin/web/fill-credential",
+            json={"credential": credential, "username_selector": "#user", "password_selector": "#pass", **frame},
+        )
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert f"Credential robin belongs to {form.url}; the document of the username field (#user) " in error
+        if arrival == "held":
+            assert f"began to navigate to {elsewhere.url} after the field was focused" in error
+        assert not leaked(refused.content)
+        elsewhere.release.set()
+        assert report(api, elsewhere, {"/landing"}) == {"/landing": ""}
+        assert elsewhere.said("/typed") == []
+        assert not [seen for seen in elsewhere.requests if PASSWORD in seen or USERNAME in seen]
 
 
 def test_nothing_the_worker_keeps_or_prints_holds_a_secret(api, worker):
