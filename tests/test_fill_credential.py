@@ -184,11 +184,17 @@ def test_a_form_in_a_frame_of_its_own_origin_is_filled(api, form, credential):
     form.pages["/framed"] = '<title>Framed</title><iframe id=login src="/sign-in"></iframe>'
     open_form(api, f"{form.url}/framed")
     signed_before = form.signed_in
-    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, "frame_selector": "#login", **FIELDS})
+    framed = {"credential": credential, "frame_selector": "#login", **FIELDS}
+    filled = api.post("/main/plugin/web/fill-credential", json=framed)
     assert filled.status_code == 200, filled.text
     assert filled.json() == {
-        "success": True, "page_id": "main", "credential": "robin", "filled": ["username", "password", "totp"],
-        "submitted": True, "left_the_form": True, "url": f"{form.url}/framed",
+        "success": True,
+        "page_id": "main",
+        "credential": "robin",
+        "filled": ["username", "password", "totp"],
+        "submitted": True,
+        "left_the_form": True,
+        "url": f"{form.url}/framed",
     }
     assert form.signed_in == signed_before + 1
 
@@ -205,7 +211,7 @@ def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, f
         ({"password_selector": "#obj"}, 422, "the password field (#obj) is an object"),
         ({"username_selector": "#user", "password_selector": "#emb"}, 422, "the password field (#emb) is an embed"),
         # ... the frame named as the form's, and a selector of Playwright's that enters it
-        ({"frame_selector": "#other", "password_selector": "#field"}, 403, f"belongs to {form.url}; the frame #other is on "),
+        ({"frame_selector": "#other", "password_selector": "#field"}, 403, f"{form.url}; the frame #other is on "),
         ({"password_selector": "#other >> internal:control=enter-frame >> #field"}, 422, "is not a CSS selector"),
     ]
     for params, status, said in asks:

@@ -56,7 +56,8 @@ async def fill_credential(page: Page, params: dict[str, Any], ctx: Context) -> d
     revealed = await ctx.credential(name)
     fields = {kind: params.get(f"{kind}_selector") for kind in ("username", "password", "totp")}
     try:
-        done = await fill_form(page, revealed, fields, params.get("submit_selector"), frame=params.get("frame_selector"))
+        submit, frame = params.get("submit_selector"), params.get("frame_selector")
+        done = await fill_form(page, revealed, fields, submit, frame=frame)
     except CredentialRefused as refused:
         raise PluginError(403, str(refused), ctx.page_id, retry=False) from None
     except (LookupError, ValueError) as error:

@@ -158,7 +158,8 @@ class TellingSite:
         asked = [urlsplit(seen) for seen in list(self.requests)]
         return [
             {name: values[0] for name, values in parse_qs(parts.query, keep_blank_values=True).items()}
-            for parts in asked if parts.path == path
+            for parts in asked
+            if parts.path == path
         ]
 
     def __enter__(self) -> TellingSite:
