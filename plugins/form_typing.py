@@ -237,15 +237,17 @@ class Filling:
             try:
                 context = await _world(session, frame_id)
             except PlaywrightError:
-                # Not a frame of the page's own process: a document of
-                # another site (site isolation), so of another origin.
+                # Not a frame of the page's own process: the browser gives a
+                # frame of another site, and a sandboxed one, a process of its own.
                 raise CredentialRefused(
-                    f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on another site, so nothing is typed there."
+                    f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on another site or in a "
+                    "sandbox (a process of its own), so nothing is typed there."
                 ) from None
         here = await _call(session, context, ORIGIN_JS)
         if not isinstance(here, str) or origin_of(here) != self.theirs:
+            shown = "an opaque origin (a sandbox's)" if here == "null" else here
             raise CredentialRefused(
-                f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on {here}, so nothing is typed there."
+                f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on {shown}, so nothing is typed there."
             )
         self.navigated.clear()
         return Form(frame_id=frame_id, context=context, origin=here)

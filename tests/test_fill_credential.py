@@ -204,6 +204,7 @@ def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, f
         f'<title>Embeds</title><input id=user><iframe id=other src="{elsewhere.url}/frame"></iframe>'
         f'<object id=obj type=text/html data="{elsewhere.url}/object"></object>'
         f'<embed id=emb type=text/html src="{elsewhere.url}/embed">'
+        '<iframe id=boxed sandbox src="/sign-in"></iframe>'  # the form's own address, in a sandbox: no origin
     )
     open_form(api, f"{form.url}/embeds")
     asks = [  # the audit's request (the iframe as the field), the other elements that hold a document, ...
@@ -213,6 +214,7 @@ def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, f
         # ... the frame named as the form's, and a selector of Playwright's that enters it
         ({"frame_selector": "#other", "password_selector": "#field"}, 403, f"{form.url}; the frame #other is on "),
         ({"password_selector": "#other >> internal:control=enter-frame >> #field"}, 422, "is not a CSS selector"),
+        ({"frame_selector": "#boxed", "password_selector": "#pass"}, 403, f"{form.url}; the frame #boxed is on "),
     ]
     for params, status, said in asks:
         refused = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **params})
