@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 
 # How long a submitted form may take to leave its page before its fields are emptied.
 SUBMIT_SETTLE_S = 5.0
-# How long tidying up (emptying the fields, detaching the session) is waited
-# for while the form's page is navigating away: Chromium answers it only once
-# the navigation ends, and it needs no answer.
+# How long a call to the form's document is waited for once its page or
+# frame is navigating away: Chromium holds a call to a page whose main frame
+# navigates until the navigation ends. Tidying up (emptying the fields,
+# detaching the session) needs no answer; a value's insertion that has not
+# answered by then is refused (Filling._unless_leaving).
 LEAVING_WAIT_S = 1.0
 # What the browser reports of a navigation of the page or the form's frame:
 # from its start the form's document is leaving (same-document navigations,
@@ -176,7 +178,13 @@ class Filling:
                 await self._type(watch, kind, fields[kind] or "", value)
                 filled.append(kind)
             left = False
-            if submit is not None:
+            pressed = submit is not None and not self.leaving.is_set()
+            if submit is not None and not pressed:
+                # What was typed already took the form away (a code field
+                # that submits itself): nothing to press, and a page that
+                # is navigating would hold the press until it is gone.
+                left = await self._left_in_time()
+            if submit is not None and pressed:
                 self.navigated.clear()  # what counts is the submit's
                 try:
                     clicked = await _call(self.session, self.form.context, CLICK_JS, submit)
@@ -186,18 +194,22 @@ class Filling:
                     raise LookupError(f"the submit button ({submit}) went away with the form's document") from None
                 if clicked != "clicked":
                     raise LookupError(f"the submit button ({submit}) is {_missing(clicked)}")
-                try:
-                    await asyncio.wait_for(self.navigated.wait(), SUBMIT_SETTLE_S)
-                    left = True
-                except TimeoutError:
-                    left = False
+                left = await self._left_in_time()
             if submit is not None and not left:
                 await self._empty(fields)  # the values stay out of what the flow's next steps record
-            return {"filled": filled, "submitted": submit is not None, "left_the_form": left}
+            return {"filled": filled, "submitted": pressed, "left_the_form": left}
         except (LookupError, CredentialRefused):
             if filled:
                 await self._empty(fields)
             raise
+
+    async def _left_in_time(self) -> bool:
+        """Whether the form's frame left the form within SUBMIT_SETTLE_S."""
+        try:
+            await asyncio.wait_for(self.navigated.wait(), SUBMIT_SETTLE_S)
+        except TimeoutError:
+            return False
+        return True
 
     async def settle(self, call: Awaitable[Any]) -> None:
         """Wait for `call`, a step that only tidies up; while the form's
@@ -287,18 +299,28 @@ class Filling:
         raise LookupError(f"{what} takes no text")
 
     async def _unless_leaving(self, call: Callable[[], Awaitable[Any]], refused: str) -> Any:
-        """`call()`'s answer, unless the form's document begins to leave
-        first, or is gone when it runs: then CredentialRefused, whose
-        sentence `refused` begins. Chromium holds a call to a page whose
-        main frame is navigating until the navigation ends; it then runs in
-        a document gone, or, if the navigation stopped, finds the watch set
-        and types nothing. A closed page is the action's own failure."""
+        """`call()`'s answer, unless the form's document is leaving before
+        it is sent, or is gone when it runs: then CredentialRefused, whose
+        sentence `refused` begins. A closed page is the action's own failure.
+
+        The script's own checks decide what is typed; this only keeps the
+        flow from waiting on a page that navigates. Chromium holds a call
+        to a page whose main frame is navigating until the navigation ends,
+        and then it runs in a document gone, or, if the navigation stopped,
+        finds the watch set: nothing is typed either way. So when the
+        browser reports a navigation while a call is on its way, its answer
+        is waited for LEAVING_WAIT_S more (it comes at once if the document
+        ran the call before the navigation began: a code field that submits
+        its form as its last digit is typed), and then the call is left to
+        the browser."""
         if self.leaving.is_set():
             raise CredentialRefused(refused + self._began_to_leave())
         answer = asyncio.ensure_future(call())
         left = asyncio.ensure_future(self.leaving.wait())
         try:
             await asyncio.wait({answer, left}, return_when=asyncio.FIRST_COMPLETED)
+            if not answer.done():
+                await asyncio.wait({answer}, timeout=LEAVING_WAIT_S)
         finally:
             left.cancel()
             if not answer.done():

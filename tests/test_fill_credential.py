@@ -130,6 +130,26 @@ def test_a_form_whose_page_stays_is_emptied_after_its_submit(api, form, credenti
     assert values == "||"  # emptied: the next recorded step's snapshot holds no value
 
 
+def test_a_form_that_submits_itself_once_its_code_is_typed_is_not_pressed(api, form, credential):
+    """The code field submits its form when its sixth digit arrives: the
+    form is leaving before the button's turn, so the button is not pressed,
+    and the answer says the form was left."""
+    form.pages["/self-submitting"] = (
+        '<title>Sign in</title><form id=form method=post action="/sign-in">'
+        "<input id=user name=user><input id=pass name=pass type=password><input id=otp name=otp>"
+        "<button id=go>Sign in</button></form>"
+        "<script>otp.addEventListener('input', () => otp.value.length === 6 && form.submit());</script>"
+    )
+    open_form(api, f"{form.url}/self-submitting")
+    signed_before = form.signed_in
+    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS})
+    assert filled.status_code == 200, filled.text
+    body = filled.json()
+    assert body["filled"] == ["username", "password", "totp"] and body["submitted"] is False
+    assert body["left_the_form"] is True
+    wait_until(lambda: form.signed_in == signed_before + 1, what="the form's own submit")
+
+
 def test_a_job_and_its_rerun_hold_the_name_only(api, worker, form, credential):
     open_form(api, f"{form.url}/sign-in")
     started = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS}, headers={"X-Result-Ttl": "600"})
