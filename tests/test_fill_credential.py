@@ -18,7 +18,7 @@ import pyotp
 import pytest
 
 from harness.worker import WorkerProcess, wait_until
-from tests.conftest import worker_env
+from tests.conftest import TEST_PLUGINS, worker_env
 from tests.support.sign_in_site import SignInSite, TellingSite
 
 PASSWORD = "Planted-pa55word-7Qx"
@@ -29,7 +29,9 @@ FIELDS = {"username_selector": "#user", "password_selector": "#pass", "totp_sele
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory):
-    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(REQUEST_LOG_FLUSH_S="0.05")).start()
+    plugins = f"{TEST_PLUGINS},tests.support.credential_plugins"  # credtest/type-password
+    env = worker_env(REQUEST_LOG_FLUSH_S="0.05", PENELOPE_PLUGINS=plugins)
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=env).start()
     yield running
     running.stop()
 
@@ -240,6 +242,11 @@ def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, f
         refused = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **params})
         assert refused.status_code == status, (params, refused.text)
         assert said in refused.json()["error"] and not leaked(refused.content), refused.text
+    # A plugin of one's own that leaves fill_form's refusal to the framework: the same 403.
+    own = {"credential": credential, "frame": "#other", "password_selector": "#field"}
+    refused = api.post("/main/plugin/credtest/type-password", json=own)
+    assert refused.status_code == 403, refused.text
+    assert f"{form.url}; the frame #other is on " in refused.json()["error"] and not leaked(refused.content)
     said = report(api, elsewhere, {"/frame", "/object", "/embed"})
     assert said == {"/frame": "", "/object": "", "/embed": ""}  # no field of the other origin holds a thing
     assert elsewhere.said("/typed") == [] and not [seen for seen in elsewhere.requests if PASSWORD in seen]

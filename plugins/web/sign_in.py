@@ -3,10 +3,10 @@ credentials, whose values the client never holds and nothing records.
 
 The credential must belong to the page's current origin, and so must the
 document each value is typed into: the page's, or that of the iframe
-`frame_selector` names (plugins/signing_in.py says how it is typed, how
-each value is checked, and why nothing records it). The selectors are CSS
-selectors: the fields are found in the page without one of Playwright's
-recorded actions.
+`frame_selector` names. plugins/signing_in.py says how the values are typed
+and why nothing records them, plugins/form_typing.py how each is checked.
+The selectors are CSS selectors: the fields are found in the page without
+one of Playwright's recorded actions.
 """
 
 from __future__ import annotations
