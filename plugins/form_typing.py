@@ -118,7 +118,7 @@ class Filling:
             self.form = await self._find_form(frame)
             watch = await _call(self.session, self.form.context, WATCH_JS, by_value=False)
             for kind, value in typed.items():
-                await self._type(watch, kind, fields[kind] or "", value)
+                await self._type(self.form, watch, kind, fields[kind] or "", value)
                 filled.append(kind)
             left = False
             pressed = submit is not None and not self.leaving.is_set()
@@ -207,15 +207,13 @@ class Filling:
         self.navigated.clear()
         return Form(frame_id=frame_id, context=context, origin=here)
 
-    async def _type(self, watch: Remote, kind: str, selector: str, value: str) -> None:
+    async def _type(self, form: Form, watch: Remote, kind: str, selector: str, value: str) -> None:
         """Focus the field `selector` of the form's document and insert
         `value`, checking in the same step as the insertion that the
         document is still the form's, on its origin, not leaving, and with
         the focus still in that field."""
-        assert self.form is not None
         what = f"the {kind} field ({selector})"
         refused = f"Credential {self.revealed.name} belongs to {self.theirs}; the document of {what} "
-        form = self.form
         field = await self._unless_leaving(
             lambda: _call(self.session, form.context, FOCUS_JS, selector, HOLDERS, by_value=False), refused
         )
@@ -281,7 +279,7 @@ class Filling:
             ) from None
 
     def _began_to_leave(self, bound_for: str | None = None) -> str:
-        return f"began to navigate to {bound_for or self.bound_for} after the field was focused, so nothing is typed there."
+        return f"began to navigate to {bound_for or self.bound_for} while the form was filled, so nothing more is typed there."
 
     async def _empty(self, fields: dict[str, str | None]) -> None:
         """Empty the form's fields again (a document already gone holds nothing)."""

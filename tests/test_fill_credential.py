@@ -278,7 +278,7 @@ def test_a_document_that_leaves_between_focus_and_typing_is_refused(api, form, c
         error = refused.json()["error"]
         assert f"Credential robin belongs to {form.url}; the document of the username field (#user) " in error
         if arrival == "held":
-            assert f"began to navigate to {elsewhere.url} after the field was focused" in error
+            assert f"began to navigate to {elsewhere.url} while the form was filled" in error
         assert not leaked(refused.content)
         elsewhere.release.set()
         assert report(api, elsewhere, {"/landing"}) == {"/landing": ""}
