@@ -41,7 +41,8 @@ from core.errors import (
 )
 from core.routes import ANY
 from plugins.debug import Recorder
-from plugins.framework import Action, Context
+from plugins.form_typing import CredentialRefused
+from plugins.framework import Action, Context, PluginError
 
 log = logging.getLogger("penelope.plugins")
 
@@ -96,6 +97,10 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         if isinstance(error, PlaywrightTimeoutError):
             raise ActionTimedOut(f"{action.route} timed out on the page: {first_line(error.message)}", page_id) from None
         raise ActionTimedOut(f"{action.route} ran past its time limit of {limit:g} s.", page_id) from None
+    except CredentialRefused as error:
+        # `fill_form` refused a document off the credential's origin, in an
+        # action that left it to the framework: the origin rule's 403.
+        raise PluginError(403, str(error), page_id, retry=False) from None
     except PlaywrightError as error:
         if BAD_SELECTOR.search(error.message or ""):
             raise BadAction(f"{action.route}: the selector is not valid: {first_line(error.message)}", page_id) from None

@@ -1,6 +1,8 @@
 """Flows that use a persona's credentials, against a real worker: a loopback
 sign-in form that checks a password and a one-time code against its own
-clock, filled by `web/fill-credential`; the origin rule; and a search of
+clock, filled by `web/fill-credential`; the origin rule, for the page and
+for every frame a keystroke could reach (another loopback origin that sends
+home whatever is typed into it); and a search of
 everything the worker keeps or shows (answers, the request log, jobs and
 re-runs, every X-Debug artifact with the trace's zip members, the worker's
 output, every byte of the store) for the planted password and secret."""
@@ -16,8 +18,8 @@ import pyotp
 import pytest
 
 from harness.worker import WorkerProcess, wait_until
-from tests.conftest import worker_env
-from tests.support.sign_in_site import SignInSite
+from tests.conftest import TEST_PLUGINS, worker_env
+from tests.support.sign_in_site import SignInSite, TellingSite
 
 PASSWORD = "Planted-pa55word-7Qx"
 SECRET = pyotp.random_base32()
@@ -27,7 +29,9 @@ FIELDS = {"username_selector": "#user", "password_selector": "#pass", "totp_sele
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory):
-    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=worker_env(REQUEST_LOG_FLUSH_S="0.05")).start()
+    plugins = f"{TEST_PLUGINS},tests.support.credential_plugins"  # credtest/type-password
+    env = worker_env(REQUEST_LOG_FLUSH_S="0.05", PENELOPE_PLUGINS=plugins)
+    running = WorkerProcess(tmp_path_factory.mktemp("store"), env=env).start()
     yield running
     running.stop()
 
@@ -128,6 +132,26 @@ def test_a_form_whose_page_stays_is_emptied_after_its_submit(api, form, credenti
     assert values == "||"  # emptied: the next recorded step's snapshot holds no value
 
 
+def test_a_form_that_submits_itself_once_its_code_is_typed_is_not_pressed(api, form, credential):
+    """The code field submits its form when its sixth digit arrives: the
+    form is leaving before the button's turn, so the button is not pressed,
+    and the answer says the form was left."""
+    form.pages["/self-submitting"] = (
+        '<title>Sign in</title><form id=form method=post action="/sign-in">'
+        "<input id=user name=user><input id=pass name=pass type=password><input id=otp name=otp>"
+        "<button id=go>Sign in</button></form>"
+        "<script>otp.addEventListener('input', () => otp.value.length === 6 && form.submit());</script>"
+    )
+    open_form(api, f"{form.url}/self-submitting")
+    signed_before = form.signed_in
+    filled = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS})
+    assert filled.status_code == 200, filled.text
+    body = filled.json()
+    assert body["filled"] == ["username", "password", "totp"] and body["submitted"] is False
+    assert body["left_the_form"] is True
+    wait_until(lambda: form.signed_in == signed_before + 1, what="the form's own submit")
+
+
 def test_a_job_and_its_rerun_hold_the_name_only(api, worker, form, credential):
     open_form(api, f"{form.url}/sign-in")
     started = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **FIELDS}, headers={"X-Result-Ttl": "600"})
@@ -152,6 +176,114 @@ def test_demo_sign_in_signs_in_unattended_with_a_credential(api, worker):
     assert signed.status_code == 200, signed.text
     assert signed.json() == {"success": True, "page_id": "main", "handle": SECURE_HANDLE, "signed_in": True, "asked_human": False}
     assert api.post("/main/primitive/evaluate", json={"expression": "location.pathname"}).json()["value"] == "/demo/signed-in/"
+
+
+def report(api, elsewhere: TellingSite, pages: set[str]) -> dict[str, str]:
+    """What the other origin's fields hold, by the path of their page: every
+    frame of the page (or the page itself, when it has none) is asked by a
+    message, and each of `pages` sends its field's value home."""
+    ask = "(frames.length ? [...Array(frames.length).keys()].map(i => frames[i]) : [window]).forEach(w => w.postMessage('', '*'))"
+
+    def answered() -> dict[str, str] | None:
+        said = {report["at"]: report["v"] for report in elsewhere.said("/report")}
+        if set(said) >= pages:
+            return said
+        api.post("/main/primitive/evaluate", json={"expression": ask})  # a page still loading misses it: asked again
+        return None
+
+    return wait_until(answered, what="the other origin's report")
+
+
+@pytest.fixture(params=["127.0.0.1", "localhost"])
+def elsewhere(request):
+    """Another origin: another port of the form's host (the same site, so the
+    same renderer), or `localhost` (another site, so a process of its own)."""
+    with TellingSite(request.param) as running:
+        yield running
+
+
+def test_a_form_in_a_frame_of_its_own_origin_is_filled(api, form, credential):
+    form.pages["/framed"] = '<title>Framed</title><iframe id=login src="/sign-in"></iframe>'
+    open_form(api, f"{form.url}/framed")
+    signed_before = form.signed_in
+    framed = {"credential": credential, "frame_selector": "#login", **FIELDS}
+    filled = api.post("/main/plugin/web/fill-credential", json=framed)
+    assert filled.status_code == 200, filled.text
+    assert filled.json() == {
+        "success": True,
+        "page_id": "main",
+        "credential": "robin",
+        "filled": ["username", "password", "totp"],
+        "submitted": True,
+        "left_the_form": True,
+        "url": f"{form.url}/framed",
+    }
+    assert form.signed_in == signed_before + 1
+
+
+def test_a_frame_of_another_origin_is_refused_and_its_server_gets_nothing(api, form, credential, elsewhere):
+    form.pages["/embeds"] = (
+        f'<title>Embeds</title><input id=user><iframe id=other src="{elsewhere.url}/frame"></iframe>'
+        f'<object id=obj type=text/html data="{elsewhere.url}/object"></object>'
+        f'<embed id=emb type=text/html src="{elsewhere.url}/embed">'
+        '<iframe id=boxed sandbox src="/sign-in"></iframe>'  # the form's own address, in a sandbox: no origin
+    )
+    open_form(api, f"{form.url}/embeds")
+    asks = [  # the audit's request (the iframe as the field), the other elements that hold a document, ...
+        ({"password_selector": "#other"}, 422, "the password field (#other) is an iframe"),
+        ({"password_selector": "#obj"}, 422, "the password field (#obj) is an object"),
+        ({"username_selector": "#user", "password_selector": "#emb"}, 422, "the password field (#emb) is an embed"),
+        # ... the frame named as the form's, and a selector of Playwright's that enters it
+        ({"frame_selector": "#other", "password_selector": "#field"}, 403, f"{form.url}; the frame #other is on "),
+        ({"password_selector": "#other >> internal:control=enter-frame >> #field"}, 422, "is not a CSS selector"),
+        ({"frame_selector": "#boxed", "password_selector": "#pass"}, 403, f"{form.url}; the frame #boxed is on "),
+    ]
+    for params, status, said in asks:
+        refused = api.post("/main/plugin/web/fill-credential", json={"credential": credential, **params})
+        assert refused.status_code == status, (params, refused.text)
+        assert said in refused.json()["error"] and not leaked(refused.content), refused.text
+    # A plugin of one's own that leaves fill_form's refusal to the framework: the same 403.
+    own = {"credential": credential, "frame": "#other", "password_selector": "#field"}
+    refused = api.post("/main/plugin/credtest/type-password", json=own)
+    assert refused.status_code == 403, refused.text
+    assert f"{form.url}; the frame #other is on " in refused.json()["error"] and not leaked(refused.content)
+    said = report(api, elsewhere, {"/frame", "/object", "/embed"})
+    assert said == {"/frame": "", "/object": "", "/embed": ""}  # no field of the other origin holds a thing
+    assert elsewhere.said("/typed") == [] and not [seen for seen in elsewhere.requests if PASSWORD in seen]
+
+
+@pytest.mark.parametrize("where", ["frame", "page"])
+@pytest.mark.parametrize("arrival", ["held", "at once"])
+def test_a_document_that_leaves_between_focus_and_typing_is_refused(api, form, credential, where, arrival):
+    """The username field's focus sends its document (the page's, or a
+    frame's) to another origin, whose field takes the focus as it loads.
+    Whether that origin's answer is held (the form's document is still
+    there, leaving) or comes at once (it may be gone already), the fill stops
+    there and the other origin gets nothing."""
+    with TellingSite() as elsewhere:
+        if arrival == "held":
+            elsewhere.held.add("/landing")
+        form.pages["/leaving"] = (
+            f"<title>Leaving</title><input id=user onfocus=\"location.href = '{elsewhere.url}/landing'\">"
+            "<input id=pass type=password>"
+        )
+        form.pages["/holds-leaving"] = '<title>Holds</title><iframe id=login src="/leaving"></iframe>'
+        open_form(api, f"{form.url}/holds-leaving" if where == "frame" else f"{form.url}/leaving")
+        frame = {"frame_selector": "#login"} if where == "frame" else {}
+        refused = api.post(
+            "/main/plugin/web/fill-credential",
+            json={"credential": credential, "username_selector": "#user", "password_selector": "#pass", **frame},
+        )
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert f"Credential robin belongs to {form.url}; the document of the username field (#user) " in error
+        if arrival == "held":
+            assert f"began to navigate to {elsewhere.url} while the form was filled" in error
+        assert not leaked(refused.content)
+        elsewhere.release.set()
+        assert report(api, elsewhere, {"/landing"}) == {"/landing": ""}
+        assert elsewhere.said("/typed") == []
+        assert not [seen for seen in elsewhere.requests if PASSWORD in seen or USERNAME in seen]
 
 
 def test_nothing_the_worker_keeps_or_prints_holds_a_secret(api, worker):
