@@ -190,7 +190,7 @@ def test_a_deleted_jobs_events_keep_no_copy_of_it(make_worker):
         with socket_to(worker, f"since={live[0]['id'] - 1}") as again:
             replayed = read_until(again, lambda seen: seen and seen[-1]["id"] == live[-1]["id"])
     assert [event["id"] for event in replayed] == [event["id"] for event in live]
-    for event, was in zip(replayed, live):
+    for event, was in zip(replayed, live, strict=True):
         if event["job_id"] == forgotten:
             assert event["job"] is None and event == {**was, "job": None}
         else:
