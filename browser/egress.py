@@ -50,8 +50,8 @@ from urllib.parse import urlsplit
 
 from browser.allowance import Allowance, WorkerPort, split_host_port
 from browser.http1 import UNTIL_CLOSE, Head, answer, copy, copy_body, encode
-from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream, authority
-from core.addresses import metadata_address, refused_address
+from browser.upstream import HEAD_MAX_BYTES, Stream, Unreachable, Upstream
+from core.addresses import authority, bracketed, metadata_address, refused_address
 
 log = logging.getLogger("penelope.browser")
 
@@ -323,8 +323,7 @@ class Egress:
 def sentence(scheme: str, host: str, port: int | None, why: str) -> str:
     """A refusal as the browser's answers and the calls say it: the URL as a
     URL writes it, an IPv6 address in brackets (`http://[::1]:5202`)."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"The browser refused {scheme}://{shown}{f':{port}' if port else ''}: {why} (BROWSER_REFUSE_PRIVATE)."
+    return f"The browser refused {scheme}://{bracketed(host)}{f':{port}' if port else ''}: {why} (BROWSER_REFUSE_PRIVATE)."
 
 
 def _same_address(host: str, address: str) -> bool:

@@ -11,6 +11,8 @@ import struct
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from core.addresses import authority
+
 HEAD_MAX_BYTES = 256 * 1024  # the proxy's answer's head at most
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -96,11 +98,6 @@ class Upstream:
         if size is None:  # the proxy answered with a name: its length first
             size = (await reader.readexactly(1))[0]
         await reader.readexactly(size + 2)  # the address the proxy bound, and its port
-
-
-def authority(host: str, port: int) -> str:
-    """`host:port`, an IPv6 address in brackets."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def status_of(raw: bytes) -> int:

@@ -61,3 +61,13 @@ def refused_address(address: str) -> bool:
 
 def metadata_address(address: str) -> bool:
     return judged(address) in METADATA_ADDRESSES
+
+
+def bracketed(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets (`[::1]`)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def authority(host: str, port: int) -> str:
+    """`host:port` as a URL writes it: `[::1]:5202`, where `::1:5202` reads as one address."""
+    return f"{bracketed(host)}:{port}"

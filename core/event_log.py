@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Max, Min, Q
+from django.db.models import F, Max, Min, Q, QuerySet
 from django.db.models.functions import Greatest
 
 from core.db_thread import insert_statement, on_db_thread
@@ -74,6 +74,19 @@ class Row:
     page_id: str | None
     job_id: str | None
     text: str
+
+
+def carries_job(text: str) -> bool:
+    """Whether an event's JSON holds its job as a poll shows it."""
+    return '"job":{' in text
+
+
+def without_job(text: str) -> str:
+    """An event's JSON with its job left out (`"job":null`), as the bus writes
+    JSON: what the log gives back of a job's event once the job is deleted."""
+    event = json.loads(text)
+    event["job"] = None
+    return json.dumps(event, separators=(",", ":"))
 
 
 def with_id(event_id: int, text: str) -> str:
@@ -161,9 +174,11 @@ class EventLog:
         await self.flush()
         await on_db_thread(release_reserved)(self.next_id - 1)
 
-    async def read(self, after: int, job_id: str | None, page_id: str | None) -> tuple[list[tuple[int, str]], bool]:
+    async def read(
+        self, after: int, job_id: str | None, page_id: str | None
+    ) -> tuple[list[tuple[int, str | None, str]], bool]:
         """The next kept events after id `after` (at most REPLAY_ROWS, oldest
-        first, `missed` ones whatever the filters), as (id, text); and
+        first, `missed` ones whatever the filters), as (id, job id, text); and
         whether events after `after` are gone (swept, or dropped unwritten)."""
         rows, swept_to = await on_db_thread(read_after)(after, REPLAY_ROWS, job_id, page_id)
         return rows, max(swept_to, self.dropped_to) > after
@@ -201,13 +216,15 @@ def release_reserved(last_id: int) -> None:
     EventSequence.objects.filter(id=1).update(reserved=last_id)
 
 
-def read_after(after: int, limit: int, job_id: str | None, page_id: str | None) -> tuple[list[tuple[int, str]], int]:
+def read_after(
+    after: int, limit: int, job_id: str | None, page_id: str | None
+) -> tuple[list[tuple[int, str | None, str]], int]:
     rows = EventRecord.objects.filter(id__gt=after)
     if job_id is not None:
         rows = rows.filter(Q(job_id=job_id) | Q(kind=MISSED))
     if page_id is not None:
         rows = rows.filter(Q(page_id=page_id) | Q(kind=MISSED))
-    found = list(rows.order_by("id").values_list("id", "text")[:limit])
+    found = list(rows.order_by("id").values_list("id", "job_id", "text")[:limit])
     sequence = EventSequence.objects.filter(id=1).values_list("swept_to", flat=True).first()
     return found, sequence or 0
 
@@ -228,3 +245,19 @@ def sweep_events_batch(now: float | None = None) -> int:
         deleted, _ = EventRecord.objects.filter(id__lte=upto).delete()
         EventSequence.objects.filter(id=1).update(swept_to=Greatest(F("swept_to"), upto))
     return deleted
+
+
+def forget_jobs_batch(held: QuerySet) -> int:
+    """Leave the job out of kept events whose job is no longer among `held`
+    (the ids of the jobs the store still holds): delivered, forgotten or
+    past its deadline, a job is deleted, and the log keeps no copy of it
+    (its result, its callback) either. At most SWEEP_ROWS; answers how many."""
+    with transaction.atomic():
+        rows = list(
+            EventRecord.objects.filter(job_id__isnull=False, text__contains='"job":{')
+            .exclude(job_id__in=held)
+            .values_list("id", "text")[:SWEEP_ROWS]
+        )
+        for event_id, text in rows:
+            EventRecord.objects.filter(id=event_id).update(text=without_job(text))
+    return len(rows)

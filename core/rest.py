@@ -36,6 +36,7 @@ from core.auth import KEY_REQUIRED, BearerKey, HasKey, key_matches
 from core.errors import JobsFull, QueueFull, Refusal
 from core.runtime import runtime_of
 from core.seams import InlineDispatch, django_request_of
+from core.shapes import declared_fields, unknown_parameters
 from core.wrong_keys import KeyFlood, address_of
 
 log = logging.getLogger("penelope.api")
@@ -91,12 +92,6 @@ def validated(shape: type[serializers.Serializer], data: Any) -> dict[str, Any]:
     return serializer.validated_data
 
 
-# A route's body names at most this many of its unknown fields, each cut
-# to MAX_NAME characters (a body may hold thousands of long keys).
-MAX_NAMED = 5
-MAX_NAME = 64
-
-
 def known_only(shape: type[serializers.Serializer] | None, data: Any, does: str) -> Any:
     """`data`, when it names only fields the serializer `shape` declares (None:
     the route takes no body); else 400 naming them, as an action refuses what
@@ -104,16 +99,11 @@ def known_only(shape: type[serializers.Serializer] | None, data: Any, does: str)
     without a word: `{"tll": 60}` would be a lease of the default."""
     if not isinstance(data, dict):
         return data
-    declared = list(shape().fields) if shape is not None else []
+    declared = list(declared_fields(shape)) if shape is not None else []
     unknown = [str(name) for name in data if name not in declared]
     if not unknown:
         return data
-    listed = ", ".join(f"'{name[:MAX_NAME]}'" for name in unknown[:MAX_NAMED])
-    if len(unknown) > MAX_NAMED:
-        listed += f" and {len(unknown) - MAX_NAMED} more"
-    noun = "parameter" if len(unknown) == 1 else "parameters"
-    takes = ", ".join(declared) if declared else "no parameters"
-    raise ApiError(400, f"Unknown {noun} {listed} for {does}, which takes {takes}.")
+    raise ApiError(400, unknown_parameters(unknown, where=does, offer=declared))
 
 
 # --- answers ------------------------------------------------------------------------------

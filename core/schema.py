@@ -69,6 +69,9 @@ class TextShape(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         field = self.target
+        # The field's default mapping, then ours on top, as drf-spectacular's
+        # FAQ has an extension build on the default (`_map_serializer(...,
+        # bypass_extensions=True)`), though the name is underscored.
         shape = dict(auto_schema._map_serializer_field(field, direction, bypass_extensions=True))
         shape["pattern"] = field.schema_pattern
         if not field.allow_blank:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.addresses import authority
 from core.routes import CDP
 
 if TYPE_CHECKING:
@@ -47,12 +48,6 @@ class PortInUse(RuntimeError):
     """The port to serve on is taken; the message names how to pick another."""
 
 
-def host_port(host: str, port: int) -> str:
-    """`host:port` as a URL writes it: an IPv6 address in brackets
-    (`[::1]:5202`, where `::1:5202` reads as one address)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def check_port_free(host: str, port: int, *, setting: str) -> None:
     """Raise PortInUse when `host:port` cannot be bound now: checked before
     anything slow starts (the browser takes seconds), so a busy port is said
@@ -64,7 +59,7 @@ def check_port_free(host: str, port: int, *, setting: str) -> None:
             probe.bind((host, port))
         except OSError as error:
             raise PortInUse(
-                f"Could not listen on {host_port(host, port)}: {error.strerror or error}. Stop what holds it, or choose "
+                f"Could not listen on {authority(host, port)}: {error.strerror or error}. Stop what holds it, or choose "
                 f"another port with {setting}={port + 1} or --port {port + 1}."
             ) from None
 

@@ -284,3 +284,32 @@ def navigable(value: str) -> None:
         raise serializers.ValidationError(INVALID_URL, code="invalid")
     if ":" not in host and ends_in_a_number(host) and not valid_ipv4(host):
         raise serializers.ValidationError(INVALID_URL, code="invalid")
+
+
+# --- parameters a shape does not declare ------------------------------------------
+
+# Unknown names listed in one answer, and the characters of each: a body may
+# hold thousands of keys, each as long as the body allows.
+MAX_NAMED = 5
+MAX_NAME = 64
+
+
+@functools.cache
+def declared_fields(shape: type[serializers.Serializer]) -> dict[str, serializers.Field]:
+    """The fields `shape` declares, built once: DRF builds a serializer's
+    fields anew (a deep copy of each) for every instance, a cost every call
+    would pay twice. Only read, never bound to data: the same for every
+    call and every worker."""
+    return dict(shape().fields)
+
+
+def unknown_parameters(names: list[str], *, where: str, offer: list[str], owner: str = "") -> str:
+    """The one sentence for parameters a route or an action does not declare,
+    naming at most MAX_NAMED of them and what it takes instead (in `owner`,
+    a nested object, when they are its)."""
+    listed = ", ".join(f"'{name[:MAX_NAME]}'" for name in names[:MAX_NAMED])
+    if len(names) > MAX_NAMED:
+        listed += f" and {len(names) - MAX_NAMED} more"
+    noun = "parameter" if len(names) == 1 else "parameters"
+    takes = ", ".join(offer) if offer else "no parameters"
+    return f"Unknown {noun} {listed} for {where}" + (f": '{owner}' takes {takes}." if owner else f", which takes {takes}.")

@@ -52,6 +52,12 @@ def held_by_state(now: float) -> dict[str, int]:
     return Job.objects.held(now).count_by_state()
 
 
+def held_job_ids(*, job_ids: set[str], now: float) -> set[str]:
+    """Which of `job_ids` the store still holds (queued, running, or holding a
+    live result): the others are deleted, and nothing may show them."""
+    return set(Job.objects.held(now).filter(id__in=job_ids).values_list("id", flat=True))
+
+
 def count_held(now: float) -> int:
     return Job.objects.held(now).count()
 

@@ -28,7 +28,7 @@ from core import metrics
 from core.api import refusal
 from core.db_thread import BATCH_ROWS, adrain, drain
 from core.errors import Interrupted, JobsFull, JobStillRunning, NoSuchJob
-from core.event_log import SWEEP_ROWS, sweep_events_batch
+from core.event_log import SWEEP_ROWS, forget_jobs_batch, sweep_events_batch
 from core.routes import ANY
 from jobs.models import DeliveryAttempt, Job
 from jobs.options import JobOptions, back_off_s, wait_in_line_s
@@ -277,15 +277,22 @@ def log_recovery(counts: dict[str, int]) -> None:
         )
 
 
+def forget_deleted_jobs_events_batch(now: float) -> int:
+    """One batch of kept events whose job is deleted: the event log keeps no
+    copy of a job the store no longer holds (core/event_log.py)."""
+    return forget_jobs_batch(Job.objects.held(now).values("id"))
+
+
 def sweep(now: float | None = None) -> dict[str, int]:
-    """Delete expired jobs, finished media files, expired delivery attempts
-    and the events past the event log's window."""
+    """Delete expired jobs, finished media files, expired delivery attempts,
+    the events past the event log's window and the deleted jobs' copies in it."""
     now = now or time.time()
     return {
         "jobs": drain(discard_expired_batch, now),
         "files": drain(media.sweep_batch, now),
         "attempts": drain(discard_expired_attempts_batch, now),
         "events": drain(sweep_events_batch, now),
+        "events of deleted jobs": drain(forget_deleted_jobs_events_batch, now),
     }
 
 
@@ -297,5 +304,6 @@ async def asweep(now: float | None = None) -> dict[str, int]:
         "files": await adrain(media.sweep_batch, now),
         "attempts": await adrain(discard_expired_attempts_batch, now),
         "events": await adrain(sweep_events_batch, now, full=SWEEP_ROWS),
+        "events of deleted jobs": await adrain(forget_deleted_jobs_events_batch, now, full=SWEEP_ROWS),
     }
 

@@ -41,10 +41,12 @@ from django.conf import settings
 from core import events
 from core.auth import READ, authorization_matches, key_role
 from core.caps import has_room
-from core.event_log import missed_text, with_id
+from core.db_thread import on_db_thread
+from core.event_log import carries_job, missed_text, with_id, without_job
 from core.runtime import runtime_of
 from core.writable import Writable
 from core.wrong_keys import KeyFlood
+from jobs.selectors import held_job_ids
 from jobs.shapes import for_reader as job_for_reader
 
 JOB_FILTER = re.compile(r"[0-9a-f]{16}")
@@ -129,7 +131,7 @@ class EventStream(AsyncWebsocketConsumer):
 
     def shown(self, text: str) -> str:
         """An event's JSON as this socket sends it: a read key's redacted."""
-        return for_reader(text) if self.reads_only and '"job":{' in text else text
+        return for_reader(text) if self.reads_only and carries_job(text) else text
 
     async def send_event(self, event_id: int | None, text: str) -> None:
         if self.writable is not None:
@@ -175,8 +177,9 @@ class EventStream(AsyncWebsocketConsumer):
             if gone and not told:
                 told = True
                 await self.send_event(None, missed_text(time.time(), cause="window", since=after))
-            for event_id, text in rows:
-                await self.send_event(event_id, text)
+            deleted = await deleted_jobs(rows)
+            for event_id, job_id, text in rows:
+                await self.send_event(event_id, without_job(text) if job_id in deleted else text)
             if not rows:
                 return
             after = rows[-1][0]
@@ -191,6 +194,17 @@ class EventStream(AsyncWebsocketConsumer):
         self.bus.sockets -= 1
         self.sender.cancel()
         await self.channel_layer.group_discard(events.GROUP, self.channel_name)
+
+
+async def deleted_jobs(rows: list[tuple[int, str | None, str]]) -> set[str]:
+    """The jobs whose kept events carry them but which the store no longer
+    holds (delivered, forgotten, past their deadline): a replay shows those
+    events with `"job": null`, as the sweep leaves them, for a deleted job's
+    result is shown to nobody (docs/guides/USING_JOBS.md, "Data deleted")."""
+    carried = {job_id for _, job_id, text in rows if job_id is not None and carries_job(text)}
+    if not carried:
+        return set()
+    return carried - await on_db_thread(held_job_ids)(job_ids=carried, now=time.time())
 
 
 def for_reader(text: str) -> str:

@@ -49,7 +49,7 @@ import httpx
 from django.conf import settings
 from standardwebhooks import Webhook
 
-from core.addresses import refused_address
+from core.addresses import bracketed, refused_address
 from core.auth import signing_key, url_for_log
 from jobs.models import DeliveryAttempt
 
@@ -154,8 +154,7 @@ async def pinned_request(url: str) -> tuple[str, dict[str, str], dict[str, str]]
     request keeps its Host header and TLS name but cannot be re-resolved."""
     parts = urlsplit(url)
     address = await resolve_allowed(url)
-    host_in_url = f"[{address}]" if ":" in address else address
-    netloc = host_in_url + (f":{parts.port}" if parts.port else "")
+    netloc = bracketed(address) + (f":{parts.port}" if parts.port else "")
     pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
     host_header = parts.hostname + (f":{parts.port}" if parts.port else "")
     extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}

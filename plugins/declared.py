@@ -21,18 +21,13 @@ Paths are written as `core.rest.describe_errors` writes them
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from rest_framework import serializers
 
 from core.numbers import NOT_A_NUMBER, decimal, whole_number_problem
-
-# Unknown names listed in one answer, and the characters of each: a body may
-# hold thousands of keys, each as long as the body allows.
-MAX_NAMED = 5
-MAX_NAME = 64
+from core.shapes import declared_fields, unknown_parameters
 
 
 def refusal(shape: type[serializers.Serializer] | None, data: dict[str, Any], *, route: str, extra: bool = False) -> str | None:
@@ -42,25 +37,10 @@ def refusal(shape: type[serializers.Serializer] | None, data: dict[str, Any], *,
     walk = Walk()
     walk.object(declared_fields(shape) if shape is not None else {}, data, "", open_=extra)
     if walk.unknown:
-        names = [name for name, _ in walk.unknown]
-        listed = ", ".join(f"'{name[:MAX_NAME]}'" for name in names[:MAX_NAMED])
-        if len(names) > MAX_NAMED:
-            listed += f" and {len(names) - MAX_NAMED} more"
         first, declared = walk.unknown[0]
-        owner = first.rpartition(".")[0]
-        offer = ", ".join(declared) if declared else "no parameters"
-        noun = "parameter" if len(names) == 1 else "parameters"
-        return f"Unknown {noun} {listed} for {route}" + (f": '{owner}' takes {offer}." if owner else f", which takes {offer}.")
+        names = [name for name, _ in walk.unknown]
+        return unknown_parameters(names, where=route, offer=list(declared), owner=first.rpartition(".")[0])
     return walk.problem
-
-
-@functools.cache
-def declared_fields(shape: type[serializers.Serializer]) -> dict[str, serializers.Field]:
-    """The fields `shape` declares, built once: DRF builds a serializer's
-    fields anew (a deep copy of each) for every instance, a cost every call
-    would pay twice. Only read here, never bound to data: the same for every
-    call and every worker."""
-    return dict(shape().fields)
 
 
 @dataclass

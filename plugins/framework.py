@@ -28,6 +28,7 @@ from core.api import ApiError, StatusError
 from core.auth import SecretPath, hide_paths, secret_path
 from core.db_thread import on_db_thread, persist
 from core.rest import validated
+from core.shapes import declared_fields
 from media_store import store
 from plugins import declared
 from plugins.downloads import Downloads
@@ -84,7 +85,7 @@ class Action:
             raise ApiError(400, refused)
         params = dict(validated(self.params, data)) if self.params is not None else {}
         if self.extra_params:
-            fields = declared.declared_fields(self.params) if self.params is not None else {}
+            fields = declared_fields(self.params) if self.params is not None else {}
             params = {**{name: value for name, value in data.items() if name not in fields}, **params}
         return params
 
@@ -96,7 +97,7 @@ class Action:
         refuses a blank one)."""
         if self.params is None:
             return {}
-        fields = declared.declared_fields(self.params)
+        fields = declared_fields(self.params)
         sent = {
             name: value for name, value in stored.items()
             if name not in fields or fields[name].required or fields[name].default is serializers.empty

@@ -36,9 +36,21 @@ if [ "${1:-base}" = dev ]; then
   # The suite puts the console behind a TLS-terminating proxy (tests/test_console_tls.py):
   # the distribution's nginx, which each test starts itself with its own config.
   if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
-    step "installing nginx (the distribution's)"
+    step "installing nginx (the distribution's; its service is not started)"
     as_root apt-get update -qq
+    # The package starts a system nginx on port 80 when it can: a busy port
+    # fails the install, a free one leaves a root server running. Debian's
+    # policy-rc.d (exit 101: no service may start) holds it back for the
+    # install, unless the machine already has a policy of its own.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+      as_root chmod 755 "$policy"
+      own_policy=1
+    fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null
+    if [ "$own_policy" = 1 ]; then as_root rm -f "$policy"; fi
   fi
 fi
 

@@ -173,3 +173,34 @@ def test_an_event_too_large_to_keep_is_replayed_as_missed_with_its_id_and_job(wo
     assert live[-1]["event"] == "job.ended" and len(live[-1]["job"]["result"]["data"]) == 100_000
     assert large["event"] == "missed" and large["job_id"] == job_id and large["page_id"] == "main"
     assert large["detail"] == {"cause": "large", "event": "job.ended"}
+
+
+def test_a_deleted_jobs_events_keep_no_copy_of_it(make_worker):
+    """USING_JOBS.md: a forgotten (or delivered, or lapsed) job is deleted. The
+    log's copy goes with it: a replay shows its events with `"job": null` at
+    once, and the next sweep leaves no row in the store that holds it."""
+    worker = make_worker({"SWEEP_S": "0.2"})
+    with worker.client() as api, socket_to(worker) as socket:
+        kept, forgotten = start(api, "main", "testing/blob", {"size": 500}), None
+        ended(api, kept)
+        forgotten = start(api, "main", "testing/blob", {"size": 700})
+        live = read_until(socket, lambda seen: ended_of(seen, forgotten))
+        result = ended(api, forgotten)["result"]["data"]
+        assert api.delete(f"/jobs/{forgotten}").status_code == 204
+        with socket_to(worker, f"since={live[0]['id'] - 1}") as again:
+            replayed = read_until(again, lambda seen: seen and seen[-1]["id"] == live[-1]["id"])
+    assert [event["id"] for event in replayed] == [event["id"] for event in live]
+    for event, was in zip(replayed, live, strict=True):
+        if event["job_id"] == forgotten:
+            assert event["job"] is None and event == {**was, "job": None}
+        else:
+            assert event == was  # a job still held is replayed whole
+    assert any(event["job_id"] == kept and event["job"] for event in replayed)
+    store = sqlite3.connect(worker.store / "penelope.db")
+    try:
+        holding = "select count(*) from core_event where job_id = ? and text like '%\"job\":{%'"
+        wait_until(lambda: store.execute(holding, (forgotten,)).fetchone()[0] == 0, what="the sweep")
+        assert store.execute("select count(*) from core_event where instr(text, ?)", (result,)).fetchone()[0] == 0
+        assert store.execute(holding, (kept,)).fetchone()[0] > 0
+    finally:
+        store.close()

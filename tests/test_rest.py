@@ -12,22 +12,26 @@ import re
 import pytest
 from django.core.exceptions import TooManyFieldsSent
 from django.http import Http404
-from django.test import AsyncRequestFactory
 from rest_framework import exceptions
 
 from core.api import ApiError
 from core.rest import ApiView, NoRoute, json_response
 from jobs.options import TTL_PATTERN
 from jobs.starting import ttl_pattern
+from tests.support.runtime import RuntimeRequestFactory
+from worker.runtime import Runtime
 
 KEY = "rest-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
-factory = AsyncRequestFactory()
+# Every request carries a runtime, as the worker's do: a request with a key
+# takes its turn in the runtime's wrong keys (core/wrong_keys.py).
+factory = RuntimeRequestFactory(Runtime())
 
 
 @pytest.fixture(autouse=True)
 def key(settings):
     settings.PENELOPE_KEY = KEY
+    settings.KEY_REFUSAL_S = 0  # a wrong key's turn: tests/test_wrong_keys.py
 
 
 class Echo(ApiView):

@@ -21,7 +21,8 @@ from django.core.management.base import BaseCommand, CommandError
 from console import fleet as console_fleet
 from console.fleet_file import FleetInvalid, load_fleet
 from console.services import ServiceFleet
-from core.serving import PortInUse, check_port_free, event_loop, host_port, run_daphne
+from core.addresses import authority
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne
 
 log = logging.getLogger("penelope.console")
 
@@ -67,12 +68,12 @@ class Command(BaseCommand):
         )
         if not listened:
             loop.run_until_complete(served.close())
-            raise CommandError(f"Could not listen on {host_port(host, port)}.")
+            raise CommandError(f"Could not listen on {authority(host, port)}.")
         log.info("console stopped")
         sys.stdout.flush()
 
     def _announce(self, host: str, port: int, fleet: Path, count: int) -> None:
         self.stdout.write(
-            f"Penelope console on http://{host_port(host, port)}/console/ ({count} personas from {fleet})\n"
+            f"Penelope console on http://{authority(host, port)}/console/ ({count} personas from {fleet})\n"
         )
         self.stdout.flush()

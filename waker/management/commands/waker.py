@@ -21,7 +21,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.serving import PortInUse, check_port_free, event_loop, host_port, run_daphne, say_generated, write_new_key
+from core.addresses import authority
+from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, write_new_key
 from waker import kubernetes, kubernetes_console
 from waker.personas import PersonasInvalid, load_personas
 
@@ -104,7 +105,7 @@ class Command(BaseCommand):
         )
         if not listened:
             loop.run_until_complete(supervisor.close())
-            raise CommandError(f"Could not listen on {host_port(host, port)}.")
+            raise CommandError(f"Could not listen on {authority(host, port)}.")
         log.info("waker stopped")
         sys.stdout.flush()
 
@@ -144,6 +145,6 @@ class Command(BaseCommand):
 
     def _announce(self, host: str, port: int, personas: Path, count: int) -> None:
         self.stdout.write(
-            f"Penelope waker on http://{host_port(host, port)}/api/v1 ({count} personas from {personas})\n"
+            f"Penelope waker on http://{authority(host, port)}/api/v1 ({count} personas from {personas})\n"
         )
         self.stdout.flush()

@@ -18,12 +18,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from core import store_lock
+from core.addresses import authority
 from core.db_thread import on_db_thread, watch_connections
 from core.serving import (
     PortInUse,
     check_port_free,
     event_loop,
-    host_port,
     run_daphne,
     say_generated,
     stop_serving,
@@ -140,7 +140,7 @@ class Command(BaseCommand):
             page_of=page_of_path, streams={uploads.UPLOAD_PATH: uploads.choose}, socket_close_wait_s=settings.CDP_CLOSE_WAIT_S,
         )
         if not listened:
-            raise CommandError(f"Could not listen on {host_port(host, port)}.")
+            raise CommandError(f"Could not listen on {authority(host, port)}.")
         if runtime.failure:
             raise CommandError(runtime.failure)
         log.info("worker stopped")
@@ -149,5 +149,5 @@ class Command(BaseCommand):
     def _announce(self, host: str, port: int) -> None:
         self.clock.lap("the port")
         log.info("worker %s", self.clock.said())
-        self.stdout.write(f"Penelope worker on http://{host_port(host, port)}/api/v1 (store {settings.STORE_DIR})\n")
+        self.stdout.write(f"Penelope worker on http://{authority(host, port)}/api/v1 (store {settings.STORE_DIR})\n")
         self.stdout.flush()
