@@ -10,14 +10,22 @@ position; `wait` waits for its turn, up to a deadline or until a cancel;
 
 Who gets a page that frees: the waiters that named it first; then, when the
 page is unleased, the waiters on `any`. Within a line, the highest priority
-first, then arrival. A caller on `any` takes a free page at once, or opens a
-pool page (`pool-1`, ...) while fewer than MAX_PAGES are open; and while
-waiters on `any` outnumber the pages being opened for them and there is
-room, more are opened.
+first, then arrival. Room is what MAX_PAGES leaves beside the open pages,
+the pages being opened and CDP clients' tabs (`Opener.room`). Whenever room
+frees (a page closed or dropped, a pool page closed, a CDP client's tab
+closed, a relaunch) and whenever a waiter joins the line of `any`, a pool
+page (`pool-1`, ...) is opened for each waiter on `any` no page is being
+opened for yet, while there is room; each page opened goes to the first in
+the line of `any`, not to the waiter it was opened for. A caller on `any`
+(`acquire`) takes a free page, or opens a pool page in the room there is,
+at once only when nobody waits on `any`; otherwise it takes its place in
+the line behind the earlier waiters of its priority, and its pool page is
+opened there. A job's start without a queue (`take_now`) can only take or
+be refused: it takes no page or room the waiters on `any` wait for.
 
 Invariants, asserted by `check()`, which the property test
 (tests/test_broker_property.py) calls after every step of random
-interleavings of join, wait, release, cancel, deadline and close:
+interleavings of join, wait, release, cancel, deadline, lease, open and close:
 
 1. No idle page while someone waits for it: an open page nobody holds has
    nobody waiting in its line, nor, when it is unleased, in the line of `any`.
@@ -29,6 +37,12 @@ interleavings of join, wait, release, cancel, deadline and close:
 4. No page is held twice: a held page has exactly one holder, its claim, the
    waiter it was handed to, or its own opening.
 5. A page closed under its waiters answers them: PageNotOpen.
+6. No free room while `any` waits: while more wait on `any` than pages are
+   being opened for them, there is no room. The one exception is an
+   opening for `any` that failed (the browser down): its waiters wait on,
+   until the next change of room or the next arrival on `any`, or their
+   deadlines end them, so a browser that is down is not asked again and
+   again.
 
 Everything runs on the worker's event loop, and nothing is awaited between a
 check and the change it allows.
@@ -85,6 +99,8 @@ class Broker:
         self.any_line = Line()
         self._arrivals = itertools.count()
         self._opening_for_any = 0  # pool pages being opened for the waiters on `any`
+        # The last opening for `any` failed, and room has not changed since (invariant 6).
+        self._opening_failed = False
         # Who holds each held page (invariant 4): its claim, or the waiter it was handed to.
         self.claims: dict[str, Claim] = {}
         self.handed: dict[str, Waiter] = {}
@@ -99,13 +115,20 @@ class Broker:
     # --- taking a page ---------------------------------------------------------------------
 
     async def acquire(
-        self, target: str, *, wait_s: float | None, priority: int = 0, job_id: str | None = None,
+        self,
+        target: str,
+        *,
+        wait_s: float | None,
+        priority: int = 0,
+        job_id: str | None = None,
         lease_id: str | None = None,
     ) -> Claim:
         """A claim on page `target`, or on any page, waiting in line up to
-        `wait_s` (None: without end): PageBusy past it. On `any`, a free page
-        is taken, or a pool page opened, before any wait."""
-        if target == ANY:
+        `wait_s` (None: without end): PageBusy past it. On `any` with nobody
+        in its line, a free page is taken, or a pool page opened, before any
+        wait; with others in it, the caller takes its place behind them (the
+        join opens a pool page for it when there is room)."""
+        if target == ANY and not self._waiting_on_any():  # else behind them: first come, first served
             claim = await self._any_now(job_id)
             if claim is not None:
                 return claim
@@ -117,8 +140,8 @@ class Broker:
 
     async def take_now(self, target: str, *, job_id: str, lease_id: str | None = None) -> Claim:
         """A job's start without a queue: page `target` idle with nobody in
-        its line, or on `any` a free page or a pool page opened now; PageBusy
-        at once otherwise."""
+        its line, or on `any` a free page or a pool page opened now in room
+        the waiters on `any` do not wait for; PageBusy at once otherwise."""
         if target != ANY:
             return self._take_now(target, lease_id, job_id)
         claim = await self._any_now(job_id)
@@ -154,7 +177,9 @@ class Broker:
             page.line.push(waiter)
         return waiter
 
-    async def wait(self, waiter: Waiter, *, deadline: float | None = None, cancel: asyncio.Future | None = None) -> Claim:
+    async def wait(
+        self, waiter: Waiter, *, deadline: float | None = None, cancel: asyncio.Future | None = None
+    ) -> Claim:
         """The waiter's claim once its turn comes. TimeoutError past
         `deadline` (time.monotonic()); WaitCancelled once `cancel` is set;
         either way the waiter has left its line, and a page handed to it just
@@ -162,7 +187,11 @@ class Broker:
         when the lease it waited under is gone."""
         if waiter.waiting:
             loop = asyncio.get_running_loop()
-            timer = None if deadline is None else loop.call_later(max(0.0, deadline - time.monotonic()), self.expire, waiter)
+            timer = (
+                None
+                if deadline is None
+                else loop.call_later(max(0.0, deadline - time.monotonic()), self.expire, waiter)
+            )
             expire: Callable[[asyncio.Future], None] = lambda _: self.expire(waiter)  # noqa: E731
             if cancel is not None:
                 cancel.add_done_callback(expire)
@@ -240,7 +269,9 @@ class Broker:
             self._hand(page, waiter)
 
     def closed(self, page: ManagedPage) -> None:
-        """The page was closed: whoever waits for it is answered PageNotOpen."""
+        """The page was closed (or dropped, its tab never opened): whoever
+        waits for it is answered PageNotOpen, and the room it leaves goes to
+        the waiters on `any`."""
         while (waiter := page.line.pop()) is not None:
             self._done_waiting(waiter)
             waiter.future.set_exception(PageNotOpen(f"Page {page.name} was closed.", page.name))
@@ -248,9 +279,11 @@ class Broker:
             del self.claims[page.name]  # its holder lets it go in its own time; nobody else gets it
         if self.handed.pop(page.name, None) is not None:  # handed, not yet claimed: its claim finds it closed
             page.held = False
+        self.room_freed()
 
     def room_freed(self) -> None:
-        """A tab outside the pages closed (a CDP client's): waiters on `any` may get a pool page."""
+        """Room may have freed (a page closed or dropped, a CDP client's tab
+        closed, a relaunch): waiters on `any` get pool pages opened in it."""
         self._open_for_any()
 
     def busy_error(self, target: str) -> PageBusy:
@@ -279,6 +312,9 @@ class Broker:
         if page is None or page.closed:
             raise PageNotOpen(f"Page {target} is not open.", target)
         return page
+
+    def _waiting_on_any(self) -> int:
+        return sum(1 for waiter in self.any_line.waiters if waiter.waiting)
 
     def _free_for_any(self, page: ManagedPage) -> bool:
         return not (page.held or page.closed or len(page.line)) and page.current_lease() is None
@@ -314,7 +350,9 @@ class Broker:
         page.held = True
         return self._claim(page, lease_id, job_id)
 
-    def _claim(self, page: ManagedPage, lease_id: str | None, job_id: str | None, waiter: Waiter | None = None) -> Claim:
+    def _claim(
+        self, page: ManagedPage, lease_id: str | None, job_id: str | None, waiter: Waiter | None = None
+    ) -> Claim:
         """The claim on a page held for the caller; the page goes on when it
         was closed, or its lease changed, while the caller waited. A caller
         on `any` was handed an unleased page: a lease taken since applies
@@ -339,7 +377,13 @@ class Broker:
 
     async def _any_now(self, job_id: str | None) -> Claim | None:
         """A free page, or a pool page opened now, claimed; None when every
-        page is busy or leased and MAX_PAGES are open."""
+        page is busy or leased and MAX_PAGES are open, and None while more
+        wait on `any` than pages are being opened for them: a page or room
+        that frees is theirs first (first come, first served). Room beyond
+        what they wait for may be taken (a job's start without a queue)."""
+        if self._waiting_on_any() > self._opening_for_any:
+            self._open_for_any()  # after an opening that failed: for them, not for this caller
+            return None
         page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
         if page is None:
             if self.registry.room() <= 0:
@@ -356,6 +400,7 @@ class Broker:
 
     def _open_for_any(self) -> None:
         """Open pool pages for the waiters on `any` while there is room."""
+        self._opening_failed = False  # room changed, or a waiter arrived: try again
         while len(self.any_line) > self._opening_for_any and self.registry.room() > 0:
             page = self.registry.reserve(next_pool_name(self.pages))
             self._opening_for_any += 1
@@ -364,9 +409,10 @@ class Broker:
     async def _opened_for_any(self, page: ManagedPage) -> None:
         try:
             await self.registry.open_tab_of(page)
-        except BaseException as error:  # the waiters wait on; their deadlines end them
+        except BaseException as error:  # the waiters wait on; their deadlines end them (invariant 6)
             log.warning("page %s could not be opened for a waiter on any: %s", page.name, error)
-            self.registry.drop(page)
+            self.registry.drop(page)  # counted as still opening here: its room is not tried again at once
+            self._opening_failed = True
             if not isinstance(error, Exception):
                 raise
             return
@@ -394,5 +440,9 @@ class Broker:
             assert leased or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
         for waiter in self.any_line.waiters:
             assert waiter.waiting, "a waiter in the line of any that waits no more"
+        room = self.registry.room()
+        assert len(waiting_any) <= self._opening_for_any or room <= 0 or self._opening_failed, (
+            f"{room} room free while {len(waiting_any)} wait for any and {self._opening_for_any} pages open for them"
+        )
         for name, waiter in self.handed.items():
             assert waiter.handed and waiter.future.result() is self.pages.get(name, waiter.future.result())
