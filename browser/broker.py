@@ -10,18 +10,12 @@ position; `wait` waits for its turn, up to a deadline or until a cancel;
 
 Who gets a page that frees: the waiters that named it first; then, when the
 page is unleased, the waiters on `any`. Within a line, the highest priority
-first, then arrival. Room is what MAX_PAGES leaves beside the open pages,
-the pages being opened and CDP clients' tabs (`Opener.room`). Whenever room
-frees (a page closed or dropped, a pool page closed, a CDP client's tab
-closed, a relaunch) and whenever a waiter joins the line of `any`, a pool
-page (`pool-1`, ...) is opened for each waiter on `any` no page is being
-opened for yet, while there is room; each page opened goes to the first in
-the line of `any`, not to the waiter it was opened for. A caller on `any`
-(`acquire`) takes a free page, or opens a pool page in the room there is,
-at once only when nobody waits on `any`; otherwise it takes its place in
-the line behind the earlier waiters of its priority, and its pool page is
-opened there. A job's start without a queue (`take_now`) can only take or
-be refused: it takes no page or room the waiters on `any` wait for.
+first, then arrival. Room (`Opener.room`) that frees (a page closed or
+dropped, a CDP client's tab, a relaunch) or that a waiter joining `any`
+finds gets a pool page (`pool-1`, ...) for each waiter on `any` none is being
+opened for, handed to the first in line. A caller on `any` takes only pages
+or room no waiter on `any` waits for; else it joins behind them (`acquire`)
+or is refused (`take_now`).
 
 Invariants, asserted by `check()`, which the property test
 (tests/test_broker_property.py) calls after every step of random
@@ -37,12 +31,8 @@ interleavings of join, wait, release, cancel, deadline, lease, open and close:
 4. No page is held twice: a held page has exactly one holder, its claim, the
    waiter it was handed to, or its own opening.
 5. A page closed under its waiters answers them: PageNotOpen.
-6. No free room while `any` waits: while more wait on `any` than pages are
-   being opened for them, there is no room. The one exception is an
-   opening for `any` that failed (the browser down): its waiters wait on,
-   until the next change of room or the next arrival on `any`, or their
-   deadlines end them, so a browser that is down is not asked again and
-   again.
+6. No room while more wait on `any` than pages are opened for them; after an
+   opening failed, from the next change (a browser down is not asked in a loop).
 
 Everything runs on the worker's event loop, and nothing is awaited between a
 check and the change it allows.
@@ -74,23 +64,18 @@ class WaitCancelled(Exception):
 
 
 class Opener(Protocol):
-    """What the broker needs of the page registry: the open pages, a way to
-    open one, and where its background tasks are kept."""
+    """What the broker needs of the page registry: its pages, their opening, its tasks."""
 
     pages: dict[str, ManagedPage]
     tasks: Tasks
 
-    def reserve(self, page_id: str) -> ManagedPage:
-        """A new page under `page_id`, held by its opening, before it has a tab."""
+    def reserve(self, page_id: str) -> ManagedPage: ...  # a new page, held by its opening, before it has a tab
 
-    async def open_tab_of(self, page: ManagedPage) -> None:
-        """Give a reserved page its tab; raises when none opens."""
+    async def open_tab_of(self, page: ManagedPage) -> None: ...  # give a reserved page its tab; raises when none opens
 
-    def drop(self, page: ManagedPage) -> None:
-        """Forget a reserved page whose tab could not be opened."""
+    def drop(self, page: ManagedPage) -> None: ...  # forget a reserved page whose tab could not be opened
 
-    def room(self) -> int:
-        """How many more tabs MAX_PAGES allows now."""
+    def room(self) -> int: ...  # how many more tabs MAX_PAGES allows now (open and opening pages count)
 
 
 class Broker:
@@ -99,8 +84,7 @@ class Broker:
         self.any_line = Line()
         self._arrivals = itertools.count()
         self._opening_for_any = 0  # pool pages being opened for the waiters on `any`
-        # The last opening for `any` failed, and room has not changed since (invariant 6).
-        self._opening_failed = False
+        self._opening_failed = False  # the last of them failed, and nothing changed since (invariant 6)
         # Who holds each held page (invariant 4): its claim, or the waiter it was handed to.
         self.claims: dict[str, Claim] = {}
         self.handed: dict[str, Waiter] = {}
@@ -109,26 +93,16 @@ class Broker:
     def pages(self) -> dict[str, ManagedPage]:
         return self.registry.pages
 
-    def line(self, target: str) -> Line:
-        return self.any_line if target == ANY else self._open_page(target).line
-
     # --- taking a page ---------------------------------------------------------------------
 
     async def acquire(
-        self,
-        target: str,
-        *,
-        wait_s: float | None,
-        priority: int = 0,
-        job_id: str | None = None,
+        self, target: str, *, wait_s: float | None, priority: int = 0, job_id: str | None = None,
         lease_id: str | None = None,
     ) -> Claim:
         """A claim on page `target`, or on any page, waiting in line up to
-        `wait_s` (None: without end): PageBusy past it. On `any` with nobody
-        in its line, a free page is taken, or a pool page opened, before any
-        wait; with others in it, the caller takes its place behind them (the
-        join opens a pool page for it when there is room)."""
-        if target == ANY and not self._waiting_on_any():  # else behind them: first come, first served
+        `wait_s` (None: without end): PageBusy past it. On `any`, a free page
+        is taken, or a pool page opened, before any wait, unless others wait."""
+        if target == ANY and not len(self.any_line):  # else behind them: first come, first served
             claim = await self._any_now(job_id)
             if claim is not None:
                 return claim
@@ -140,8 +114,8 @@ class Broker:
 
     async def take_now(self, target: str, *, job_id: str, lease_id: str | None = None) -> Claim:
         """A job's start without a queue: page `target` idle with nobody in
-        its line, or on `any` a free page or a pool page opened now in room
-        the waiters on `any` do not wait for; PageBusy at once otherwise."""
+        its line, or on `any` a free page or a pool page opened now, neither
+        one the line of `any` waits for; PageBusy at once otherwise."""
         if target != ANY:
             return self._take_now(target, lease_id, job_id)
         claim = await self._any_now(job_id)
@@ -163,7 +137,7 @@ class Broker:
                 self._hand(page, waiter)
             else:
                 self.any_line.push(waiter)
-                self._open_for_any()
+                self.open_for_any()
                 for leased in self.pages.values():  # a lease that ends frees its page for the line
                     self._offer_when_lease_ends(leased)
             return waiter
@@ -177,9 +151,7 @@ class Broker:
             page.line.push(waiter)
         return waiter
 
-    async def wait(
-        self, waiter: Waiter, *, deadline: float | None = None, cancel: asyncio.Future | None = None
-    ) -> Claim:
+    async def wait(self, waiter: Waiter, *, deadline: float | None = None, cancel: asyncio.Future | None = None) -> Claim:
         """The waiter's claim once its turn comes. TimeoutError past
         `deadline` (time.monotonic()); WaitCancelled once `cancel` is set;
         either way the waiter has left its line, and a page handed to it just
@@ -187,11 +159,7 @@ class Broker:
         when the lease it waited under is gone."""
         if waiter.waiting:
             loop = asyncio.get_running_loop()
-            timer = (
-                None
-                if deadline is None
-                else loop.call_later(max(0.0, deadline - time.monotonic()), self.expire, waiter)
-            )
+            timer = None if deadline is None else loop.call_later(max(0.0, deadline - time.monotonic()), self.expire, waiter)
             expire: Callable[[asyncio.Future], None] = lambda _: self.expire(waiter)  # noqa: E731
             if cancel is not None:
                 cancel.add_done_callback(expire)
@@ -269,9 +237,8 @@ class Broker:
             self._hand(page, waiter)
 
     def closed(self, page: ManagedPage) -> None:
-        """The page was closed (or dropped, its tab never opened): whoever
-        waits for it is answered PageNotOpen, and the room it leaves goes to
-        the waiters on `any`."""
+        """The page was closed, or dropped: whoever waits for it is answered
+        PageNotOpen, and the room it leaves goes to the waiters on `any`."""
         while (waiter := page.line.pop()) is not None:
             self._done_waiting(waiter)
             waiter.future.set_exception(PageNotOpen(f"Page {page.name} was closed.", page.name))
@@ -279,12 +246,7 @@ class Broker:
             del self.claims[page.name]  # its holder lets it go in its own time; nobody else gets it
         if self.handed.pop(page.name, None) is not None:  # handed, not yet claimed: its claim finds it closed
             page.held = False
-        self.room_freed()
-
-    def room_freed(self) -> None:
-        """Room may have freed (a page closed or dropped, a CDP client's tab
-        closed, a relaunch): waiters on `any` get pool pages opened in it."""
-        self._open_for_any()
+        self.open_for_any()
 
     def busy_error(self, target: str) -> PageBusy:
         """The 409 of a wait for `target` that ran out."""
@@ -303,7 +265,7 @@ class Broker:
         return None if line is None else line.position(waiter.job_id)
 
     def jobs_waiting(self, target: str) -> int:
-        return self.line(target).jobs_waiting()
+        return (self.any_line if target == ANY else self._open_page(target).line).jobs_waiting()
 
     # --- inside ---------------------------------------------------------------------------
 
@@ -312,9 +274,6 @@ class Broker:
         if page is None or page.closed:
             raise PageNotOpen(f"Page {target} is not open.", target)
         return page
-
-    def _waiting_on_any(self) -> int:
-        return sum(1 for waiter in self.any_line.waiters if waiter.waiting)
 
     def _free_for_any(self, page: ManagedPage) -> bool:
         return not (page.held or page.closed or len(page.line)) and page.current_lease() is None
@@ -350,9 +309,7 @@ class Broker:
         page.held = True
         return self._claim(page, lease_id, job_id)
 
-    def _claim(
-        self, page: ManagedPage, lease_id: str | None, job_id: str | None, waiter: Waiter | None = None
-    ) -> Claim:
+    def _claim(self, page: ManagedPage, lease_id: str | None, job_id: str | None, waiter: Waiter | None = None) -> Claim:
         """The claim on a page held for the caller; the page goes on when it
         was closed, or its lease changed, while the caller waited. A caller
         on `any` was handed an unleased page: a lease taken since applies
@@ -377,12 +334,9 @@ class Broker:
 
     async def _any_now(self, job_id: str | None) -> Claim | None:
         """A free page, or a pool page opened now, claimed; None when every
-        page is busy or leased and MAX_PAGES are open, and None while more
-        wait on `any` than pages are being opened for them: a page or room
-        that frees is theirs first (first come, first served). Room beyond
-        what they wait for may be taken (a job's start without a queue)."""
-        if self._waiting_on_any() > self._opening_for_any:
-            self._open_for_any()  # after an opening that failed: for them, not for this caller
+        page is busy or leased and MAX_PAGES are open, or others wait for them."""
+        if len(self.any_line) > self._opening_for_any:  # what frees is theirs first
+            self.open_for_any()  # after an opening that failed: for them, not for this caller
             return None
         page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
         if page is None:
@@ -398,9 +352,10 @@ class Broker:
         page.held = True
         return self._claim(page, None, job_id)
 
-    def _open_for_any(self) -> None:
-        """Open pool pages for the waiters on `any` while there is room."""
-        self._opening_failed = False  # room changed, or a waiter arrived: try again
+    def open_for_any(self) -> None:
+        """Open pool pages for the waiters on `any` while there is room: when
+        one joins, and whenever room may have freed (see the docstring above)."""
+        self._opening_failed = False  # something changed: try again
         while len(self.any_line) > self._opening_for_any and self.registry.room() > 0:
             page = self.registry.reserve(next_pool_name(self.pages))
             self._opening_for_any += 1
@@ -411,7 +366,7 @@ class Broker:
             await self.registry.open_tab_of(page)
         except BaseException as error:  # the waiters wait on; their deadlines end them (invariant 6)
             log.warning("page %s could not be opened for a waiter on any: %s", page.name, error)
-            self.registry.drop(page)  # counted as still opening here: its room is not tried again at once
+            self.registry.drop(page)  # still counted as opening here: its room is not tried again at once
             self._opening_failed = True
             if not isinstance(error, Exception):
                 raise
@@ -440,9 +395,6 @@ class Broker:
             assert leased or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
         for waiter in self.any_line.waiters:
             assert waiter.waiting, "a waiter in the line of any that waits no more"
-        room = self.registry.room()
-        assert len(waiting_any) <= self._opening_for_any or room <= 0 or self._opening_failed, (
-            f"{room} room free while {len(waiting_any)} wait for any and {self._opening_for_any} pages open for them"
-        )
+        assert len(waiting_any) <= self._opening_for_any or self.registry.room() <= 0 or self._opening_failed, "room free while any waits"
         for name, waiter in self.handed.items():
             assert waiter.handed and waiter.future.result() is self.pages.get(name, waiter.future.result())

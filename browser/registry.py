@@ -86,10 +86,8 @@ class PageRegistry:
             page.set_tab(tab)
             page.mark_reopened(cause.value, page.lost_url)
             page.lost_url = ""
-        # The relaunch may have freed room (CDP clients' tabs went with the old
-        # browser), and an opening for `any` may have failed while it was down:
-        # the waiters on `any` get pool pages now, not at the next change.
-        self.broker.room_freed()
+        # An opening for `any` may have failed while the browser was down: its waiters get it now.
+        self.broker.open_for_any()
 
     def idle(self) -> bool:
         return not any(page.busy or page.waiting for page in self.pages.values())
@@ -127,7 +125,9 @@ class PageRegistry:
         if page_id in self.pages:
             raise PageAlreadyOpen(f"Page {page_id} is already open.", page_id)
         if self.room() <= 0:
-            raise TooManyPages(f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id)
+            raise TooManyPages(
+                f"All {settings.MAX_PAGES} pages are open (MAX_PAGES); close one first.", page_id
+            )
         if self.browser is None:
             raise BrowserNotRunning("The browser is not running.", page_id)
         page = self.reserve(page_id)
@@ -151,7 +151,7 @@ class PageRegistry:
     def free_tab(self, target_id: str) -> None:
         if target_id in self.foreign_tabs:
             self.foreign_tabs.discard(target_id)
-            self.broker.room_freed()
+            self.broker.open_for_any()
 
     def reserve(self, page_id: str) -> ManagedPage:
         """The page under its name before its tab exists: the name taken
@@ -218,9 +218,7 @@ class PageRegistry:
             old, crashed = page.tab, page.crashed
             tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
             if browser.state != BrowserState.UP or browser is not self.browser:
-                self.tasks.spawn(
-                    close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went"
-                )
+                self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
                 continue  # the browser went while the tab opened: wait for the next one
             page.set_tab(tab)
             if crashed:
