@@ -9,7 +9,8 @@ import asyncio
 import pytest
 from django.test import override_settings
 
-from core.errors import PageNotOpen
+from browser.pages import ManagedPage
+from core.errors import BrowserNotRunning, PageNotOpen
 from core.routes import ANY
 from tests.support.broker_pages import Pages
 
@@ -144,3 +145,32 @@ async def test_room_a_closed_page_frees_goes_to_the_job_queued_on_any_not_to_a_l
         broker.release(claim)
         broker.release(busy)
         broker.check()
+
+
+class FailingOnce(Pages):
+    """Pages whose first pool page does not open (the browser was down)."""
+
+    async def open_tab_of(self, page: ManagedPage) -> None:
+        await asyncio.sleep(0)
+        if not self.opened:
+            self.opened.append("failed")
+            raise BrowserNotRunning("The browser is not running.", page.name)
+        self.opened.append(page.name)
+
+
+async def test_after_an_opening_for_any_failed_a_later_call_waits_behind_the_earlier_waiter():
+    pages = FailingOnce("main")
+    broker = pages.broker
+    with override_settings(MAX_PAGES=2):
+        busy = await broker.acquire("main", wait_s=None)
+        queued = asyncio.create_task(broker.wait(broker.join(ANY, job_id="queued")))
+        await settle()
+        assert pages.opened == ["failed"] and not queued.done()  # room free, but not tried again in a loop
+        broker.check()
+        plain = asyncio.create_task(broker.acquire(ANY, wait_s=None))  # used to open pool-1 for itself
+        await settle()
+        broker.check()
+        assert queued.done() and queued.result().page.name == "pool-1" and not plain.done()
+        broker.release(queued.result())
+        broker.release(await plain)
+        broker.release(busy)
