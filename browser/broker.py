@@ -10,14 +10,16 @@ position; `wait` waits for its turn, up to a deadline or until a cancel;
 
 Who gets a page that frees: the waiters that named it first; then, when the
 page is unleased, the waiters on `any`. Within a line, the highest priority
-first, then arrival. A caller on `any` takes a free page at once, or opens a
-pool page (`pool-1`, ...) while fewer than MAX_PAGES are open; and while
-waiters on `any` outnumber the pages being opened for them and there is
-room, more are opened.
+first, then arrival. Room (`Opener.room`) that frees (a page closed or
+dropped, a CDP client's tab, a relaunch) or that a waiter joining `any`
+finds gets a pool page (`pool-1`, ...) for each waiter on `any` none is being
+opened for, handed to the first in line. A caller on `any` takes only pages
+or room no waiter on `any` waits for; else it joins behind them (`acquire`)
+or is refused (`take_now`).
 
 Invariants, asserted by `check()`, which the property test
 (tests/test_broker_property.py) calls after every step of random
-interleavings of join, wait, release, cancel, deadline and close:
+interleavings of join, wait, release, cancel, deadline, lease, open and close:
 
 1. No idle page while someone waits for it: an open page nobody holds has
    nobody waiting in its line, nor, when it is unleased, in the line of `any`.
@@ -29,6 +31,8 @@ interleavings of join, wait, release, cancel, deadline and close:
 4. No page is held twice: a held page has exactly one holder, its claim, the
    waiter it was handed to, or its own opening.
 5. A page closed under its waiters answers them: PageNotOpen.
+6. No room while more wait on `any` than pages are opened for them; after an
+   opening failed, from the next change (a browser down is not asked in a loop).
 
 Everything runs on the worker's event loop, and nothing is awaited between a
 check and the change it allows.
@@ -60,23 +64,18 @@ class WaitCancelled(Exception):
 
 
 class Opener(Protocol):
-    """What the broker needs of the page registry: the open pages, a way to
-    open one, and where its background tasks are kept."""
+    """What the broker needs of the page registry: its pages, their opening, its tasks."""
 
     pages: dict[str, ManagedPage]
     tasks: Tasks
 
-    def reserve(self, page_id: str) -> ManagedPage:
-        """A new page under `page_id`, held by its opening, before it has a tab."""
+    def reserve(self, page_id: str) -> ManagedPage: ...  # a new page, held by its opening, before it has a tab
 
-    async def open_tab_of(self, page: ManagedPage) -> None:
-        """Give a reserved page its tab; raises when none opens."""
+    async def open_tab_of(self, page: ManagedPage) -> None: ...  # give a reserved page its tab; raises when none opens
 
-    def drop(self, page: ManagedPage) -> None:
-        """Forget a reserved page whose tab could not be opened."""
+    def drop(self, page: ManagedPage) -> None: ...  # forget a reserved page whose tab could not be opened
 
-    def room(self) -> int:
-        """How many more tabs MAX_PAGES allows now."""
+    def room(self) -> int: ...  # how many more tabs MAX_PAGES allows now (open and opening pages count)
 
 
 class Broker:
@@ -85,6 +84,7 @@ class Broker:
         self.any_line = Line()
         self._arrivals = itertools.count()
         self._opening_for_any = 0  # pool pages being opened for the waiters on `any`
+        self._opening_failed = False  # the last of them failed, and nothing changed since (invariant 6)
         # Who holds each held page (invariant 4): its claim, or the waiter it was handed to.
         self.claims: dict[str, Claim] = {}
         self.handed: dict[str, Waiter] = {}
@@ -92,9 +92,6 @@ class Broker:
     @property
     def pages(self) -> dict[str, ManagedPage]:
         return self.registry.pages
-
-    def line(self, target: str) -> Line:
-        return self.any_line if target == ANY else self._open_page(target).line
 
     # --- taking a page ---------------------------------------------------------------------
 
@@ -104,8 +101,8 @@ class Broker:
     ) -> Claim:
         """A claim on page `target`, or on any page, waiting in line up to
         `wait_s` (None: without end): PageBusy past it. On `any`, a free page
-        is taken, or a pool page opened, before any wait."""
-        if target == ANY:
+        is taken, or a pool page opened, before any wait, unless others wait."""
+        if target == ANY and not len(self.any_line):  # else behind them: first come, first served
             claim = await self._any_now(job_id)
             if claim is not None:
                 return claim
@@ -117,8 +114,8 @@ class Broker:
 
     async def take_now(self, target: str, *, job_id: str, lease_id: str | None = None) -> Claim:
         """A job's start without a queue: page `target` idle with nobody in
-        its line, or on `any` a free page or a pool page opened now; PageBusy
-        at once otherwise."""
+        its line, or on `any` a free page or a pool page opened now, neither
+        one the line of `any` waits for; PageBusy at once otherwise."""
         if target != ANY:
             return self._take_now(target, lease_id, job_id)
         claim = await self._any_now(job_id)
@@ -140,7 +137,7 @@ class Broker:
                 self._hand(page, waiter)
             else:
                 self.any_line.push(waiter)
-                self._open_for_any()
+                self.open_for_any()
                 for leased in self.pages.values():  # a lease that ends frees its page for the line
                     self._offer_when_lease_ends(leased)
             return waiter
@@ -240,7 +237,8 @@ class Broker:
             self._hand(page, waiter)
 
     def closed(self, page: ManagedPage) -> None:
-        """The page was closed: whoever waits for it is answered PageNotOpen."""
+        """The page was closed, or dropped: whoever waits for it is answered
+        PageNotOpen, and the room it leaves goes to the waiters on `any`."""
         while (waiter := page.line.pop()) is not None:
             self._done_waiting(waiter)
             waiter.future.set_exception(PageNotOpen(f"Page {page.name} was closed.", page.name))
@@ -248,10 +246,7 @@ class Broker:
             del self.claims[page.name]  # its holder lets it go in its own time; nobody else gets it
         if self.handed.pop(page.name, None) is not None:  # handed, not yet claimed: its claim finds it closed
             page.held = False
-
-    def room_freed(self) -> None:
-        """A tab outside the pages closed (a CDP client's): waiters on `any` may get a pool page."""
-        self._open_for_any()
+        self.open_for_any()
 
     def busy_error(self, target: str) -> PageBusy:
         """The 409 of a wait for `target` that ran out."""
@@ -270,7 +265,7 @@ class Broker:
         return None if line is None else line.position(waiter.job_id)
 
     def jobs_waiting(self, target: str) -> int:
-        return self.line(target).jobs_waiting()
+        return (self.any_line if target == ANY else self._open_page(target).line).jobs_waiting()
 
     # --- inside ---------------------------------------------------------------------------
 
@@ -339,7 +334,10 @@ class Broker:
 
     async def _any_now(self, job_id: str | None) -> Claim | None:
         """A free page, or a pool page opened now, claimed; None when every
-        page is busy or leased and MAX_PAGES are open."""
+        page is busy or leased and MAX_PAGES are open, or others wait for them."""
+        if len(self.any_line) > self._opening_for_any:  # what frees is theirs first
+            self.open_for_any()  # after an opening that failed: for them, not for this caller
+            return None
         page = next((page for page in self.pages.values() if self._free_for_any(page)), None)
         if page is None:
             if self.registry.room() <= 0:
@@ -354,8 +352,10 @@ class Broker:
         page.held = True
         return self._claim(page, None, job_id)
 
-    def _open_for_any(self) -> None:
-        """Open pool pages for the waiters on `any` while there is room."""
+    def open_for_any(self) -> None:
+        """Open pool pages for the waiters on `any` while there is room: when
+        one joins, and whenever room may have freed (see the docstring above)."""
+        self._opening_failed = False  # something changed: try again
         while len(self.any_line) > self._opening_for_any and self.registry.room() > 0:
             page = self.registry.reserve(next_pool_name(self.pages))
             self._opening_for_any += 1
@@ -364,9 +364,10 @@ class Broker:
     async def _opened_for_any(self, page: ManagedPage) -> None:
         try:
             await self.registry.open_tab_of(page)
-        except BaseException as error:  # the waiters wait on; their deadlines end them
+        except BaseException as error:  # the waiters wait on; their deadlines end them (invariant 6)
             log.warning("page %s could not be opened for a waiter on any: %s", page.name, error)
-            self.registry.drop(page)
+            self.registry.drop(page)  # still counted as opening here: its room is not tried again at once
+            self._opening_failed = True
             if not isinstance(error, Exception):
                 raise
             return
@@ -394,5 +395,6 @@ class Broker:
             assert leased or not waiting_any, f"page {name} is idle while {len(waiting_any)} wait for any"
         for waiter in self.any_line.waiters:
             assert waiter.waiting, "a waiter in the line of any that waits no more"
+        assert len(waiting_any) <= self._opening_for_any or self.registry.room() <= 0 or self._opening_failed, "room free while any waits"
         for name, waiter in self.handed.items():
             assert waiter.handed and waiter.future.result() is self.pages.get(name, waiter.future.result())

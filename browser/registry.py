@@ -86,6 +86,8 @@ class PageRegistry:
             page.set_tab(tab)
             page.mark_reopened(cause.value, page.lost_url)
             page.lost_url = ""
+        # An opening for `any` may have failed while the browser was down: its waiters get it now.
+        self.broker.open_for_any()
 
     def idle(self) -> bool:
         return not any(page.busy or page.waiting for page in self.pages.values())
@@ -149,7 +151,7 @@ class PageRegistry:
     def free_tab(self, target_id: str) -> None:
         if target_id in self.foreign_tabs:
             self.foreign_tabs.discard(target_id)
-            self.broker.room_freed()
+            self.broker.open_for_any()
 
     def reserve(self, page_id: str) -> ManagedPage:
         """The page under its name before its tab exists: the name taken
@@ -164,7 +166,8 @@ class PageRegistry:
 
     def drop(self, page: ManagedPage) -> None:
         """A reserved page whose tab did not open is forgotten; whoever
-        already waits for it by name is answered PageNotOpen."""
+        already waits for it by name is answered PageNotOpen, and its room
+        goes to the waiters on `any` (the broker's `closed`)."""
         if self.pages.get(page.name) is page:
             del self.pages[page.name]
         page.closed = True

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 from django.test import override_settings
 
-from core.errors import PageNotOpen
+from browser.pages import ManagedPage
+from core.errors import BrowserNotRunning, PageNotOpen
 from core.routes import ANY
 from tests.support.broker_pages import Pages
 
@@ -110,3 +111,66 @@ async def test_a_page_handed_to_any_is_claimed_though_a_lease_was_taken_before_t
     assert claim.page.name == "main" and claim.lease is None
     broker.release(claim)
     assert pages.pages["main"].current_lease() is lease
+
+
+async def settle() -> None:
+    """Let the loop run the pool pages' openings (they open at the next turn, tests/support/broker_pages.py)."""
+    for _ in range(6):
+        await asyncio.sleep(0)
+
+
+async def test_room_a_closed_page_frees_goes_to_the_job_queued_on_any_not_to_a_later_call():
+    """Issue 57's starvation: main busy, p1 idle but leased, a job queued on
+    `any`; p1 closed frees room. The queued job used to wait on with the room
+    free, and a plain call on `any` that came next opened pool-1 for itself."""
+    pages = Pages("main", "p1")
+    broker = pages.broker
+    with override_settings(MAX_PAGES=2):
+        busy = await broker.acquire("main", wait_s=None)
+        pages.pages["p1"].take_lease(3600, None)
+        queued = asyncio.create_task(broker.wait(broker.join(ANY, job_id="queued")))
+        await settle()
+        assert not queued.done()  # no room, no page: it waits
+        broker.check()
+        pages.close("p1")  # its lease holder closes it (DELETE /api/v1/p1)
+        plain = asyncio.create_task(broker.acquire(ANY, wait_s=None))  # a plain call arrives next
+        await settle()
+        broker.check()
+        assert queued.done(), "the job queued on any still waits, with room free"
+        assert queued.result().page.name == "pool-1" and pages.opened == ["pool-1"]
+        assert not plain.done()  # behind the queued job: MAX_PAGES are open, both busy
+        broker.release(queued.result())
+        claim = await plain
+        assert claim.page.name == "pool-1"
+        broker.release(claim)
+        broker.release(busy)
+        broker.check()
+
+
+class FailingOnce(Pages):
+    """Pages whose first pool page does not open (the browser was down)."""
+
+    async def open_tab_of(self, page: ManagedPage) -> None:
+        await asyncio.sleep(0)
+        if not self.opened:
+            self.opened.append("failed")
+            raise BrowserNotRunning("The browser is not running.", page.name)
+        self.opened.append(page.name)
+
+
+async def test_after_an_opening_for_any_failed_a_later_call_waits_behind_the_earlier_waiter():
+    pages = FailingOnce("main")
+    broker = pages.broker
+    with override_settings(MAX_PAGES=2):
+        busy = await broker.acquire("main", wait_s=None)
+        queued = asyncio.create_task(broker.wait(broker.join(ANY, job_id="queued")))
+        await settle()
+        assert pages.opened == ["failed"] and not queued.done()  # room free, but not tried again in a loop
+        broker.check()
+        plain = asyncio.create_task(broker.acquire(ANY, wait_s=None))  # used to open pool-1 for itself
+        await settle()
+        broker.check()
+        assert queued.done() and queued.result().page.name == "pool-1" and not plain.done()
+        broker.release(queued.result())
+        broker.release(await plain)
+        broker.release(busy)
