@@ -101,8 +101,15 @@ class WrongKeys:
         try:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
         finally:
-            if self._due.get(address) == due and due <= time.monotonic():
-                del self._due[address]
+            self.answered(address, due)
+
+    def answered(self, address: str, due: float) -> None:
+        """A wrong key's refusal, due at `due` (`judge`), was answered (or
+        its client went): forget the address if that was its last turn and it
+        has passed. For a refusal awaited some other way than `refusal` (the
+        server's, an upload's: media_store/uploads.py)."""
+        if self._due.get(address) == due and due <= time.monotonic():
+            del self._due[address]
 
     async def check(self, address: str, matches: Callable[[], bool]) -> bool:
         """`judge` and its wait in one: True for a right key at once, False
