@@ -32,8 +32,7 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from core.wrong_keys import KeyFlood, WrongKeys
-from core.wrong_keys import address_of as peer_address
+from core.wrong_keys import KeyFlood, WrongKeys, address_of
 from waker.api import WAKER_KEY_REQUIRED, bearer_matches
 
 COOKIE = "penelope_console"
@@ -82,10 +81,6 @@ def session_of(request: HttpRequest) -> str | None:
         return signer().unsign(cookie, max_age=settings.CONSOLE_SESSION_S)
     except signing.BadSignature:  # a forged, stale or old-key cookie
         return None
-
-
-def address_of(request: HttpRequest) -> str:
-    return peer_address(request)
 
 
 def sign_in(response: HttpResponse, request: HttpRequest) -> HttpResponse:

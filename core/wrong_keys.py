@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -41,6 +42,13 @@ MAX_ADDRESSES = 4096
 def address_of(request: HttpRequest) -> str:
     """The address whose turns a request's wrong key takes: the peer's."""
     return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def scope_address(scope: Mapping[str, Any]) -> str:
+    """`address_of` for an ASGI scope (a socket's handshake, the waker's
+    proxy): its `client`, which Django's REMOTE_ADDR is read from."""
+    client = scope.get("client")
+    return (client[0] if client else None) or "unknown"
 
 
 class KeyFlood(Exception):
