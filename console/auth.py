@@ -32,6 +32,7 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from core.api import status_of
 from core.wrong_keys import KeyFlood, WrongKeys, address_of
 from waker.api import WAKER_KEY_REQUIRED, bearer_matches
 
@@ -131,7 +132,7 @@ def console_page(
                 try:
                     right = await guard().check(address, lambda: bearer_matches(authorization, settings.WAKER_KEY))
                 except KeyFlood as flood:
-                    return too_many(refused(request, 429, flood.message), flood)
+                    return too_many(refused(request, status_of(flood), flood.message), flood)
                 if not right:
                     return refused(request, 401, WAKER_KEY_REQUIRED)
                 return await view(request, Visitor(None, address), *args, **kwargs)

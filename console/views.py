@@ -18,6 +18,7 @@ from console.charts import workload_charts
 from console.fleet import STATES, WakerFleet, current_fleet
 from console.readings import JOB_STATES
 from console.search import SearchInvalid, searched
+from core.api import status_of
 from core.wrong_keys import KeyFlood, address_of
 
 # The fleet table's columns: the sort's word and the heading.
@@ -64,7 +65,9 @@ async def sign_in(request: HttpRequest) -> HttpResponse:
     try:
         right = await current_fleet().key_guard.check(address_of(request), lambda: auth.key_matches(given))
     except KeyFlood as flood:
-        return auth.too_many(page(request, "sign_in.html", {"next": next_path, "error": flood.message}, 429), flood)
+        return auth.too_many(
+            page(request, "sign_in.html", {"next": next_path, "error": flood.message}, status_of(flood)), flood
+        )
     if not right:
         return page(request, "sign_in.html", {"next": next_path, "error": "That is not the waker's key."}, 403)
     return auth.sign_in(HttpResponseRedirect(next_path), request)

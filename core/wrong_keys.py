@@ -20,6 +20,9 @@ twice:
   whose turns have passed are forgotten, and while every one of them still
   waits, a new address's key is refused the same way.
 
+A flood is the refusal KeyFlood (core/errors.py): 429 with its
+Retry-After wherever it is answered.
+
 Behind a proxy every client has the proxy's address, so they share its
 turns: the docs say so (docs/guides/CONSOLE.md).
 """
@@ -35,6 +38,10 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
+# A flood's refusal is one of core/errors.py's (429 in core.api's table); the
+# routes that judge keys import it from here, with the rule.
+from core.errors import KeyFlood
+
 # How many addresses are remembered at most: each one a float.
 MAX_ADDRESSES = 4096
 
@@ -49,23 +56,6 @@ def scope_address(scope: Mapping[str, Any]) -> str:
     proxy): its `client`, which Django's REMOTE_ADDR is read from."""
     client = scope.get("client")
     return (client[0] if client else None) or "unknown"
-
-
-class KeyFlood(Exception):
-    """Too many wrong keys from one address wait already: answer 429, the key
-    not compared, with `retry_after_s`."""
-
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(too_many_wrong_keys(retry_after_s))
-        self.retry_after_s = retry_after_s
-        self.message = too_many_wrong_keys(retry_after_s)
-
-
-def too_many_wrong_keys(retry_after_s: int) -> str:
-    return (
-        f"Too many wrong keys from this address are waiting for their refusal; try again in {retry_after_s} s "
-        f"(KEY_REFUSAL_QUEUE)."
-    )
 
 
 class WrongKeys:

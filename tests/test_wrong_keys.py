@@ -26,7 +26,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from core import wrong_keys
-from core.wrong_keys import KeyFlood, WrongKeys
+from core.api import status_of
+from core.errors import Refusal
+from core.rest import envelope_handler
+from core.wrong_keys import KeyFlood, WrongKeys, scope_address
 from harness.waker import WakerProcess
 from harness.worker import ROOT, TEST_KEY, WorkerProcess
 
@@ -156,6 +159,21 @@ def test_a_flood_is_refused_without_its_key_compared_and_says_when_to_come_back(
         turns.judge("192.0.2.1", never)
     assert flood.value.retry_after_s >= 1 and "KEY_REFUSAL_QUEUE" in flood.value.message
     assert turns.judge("192.0.2.2", lambda: True) is None  # others are not held up
+
+
+def test_a_flood_is_a_refusal_of_the_one_table_answered_with_its_retry_after():
+    """KeyFlood is a refusal (core/errors.py) whose status is the table's, and
+    the API's handler gives any refusal that knows when to come back its
+    Retry-After: a flood's as a full queue's."""
+    flood = KeyFlood(3)
+    assert isinstance(flood, Refusal) and status_of(flood) == 429
+    response = envelope_handler(flood, {})
+    assert response.status_code == 429 and response["Retry-After"] == "3"
+    assert json.loads(response.content) == {"success": False, "error": flood.message, "page_id": None}
+    assert flood.message == (
+        "Too many wrong keys from this address are waiting for their refusal; try again in 3 s (KEY_REFUSAL_QUEUE)."
+    )
+    assert scope_address({"client": ["192.0.2.9", 5000]}) == "192.0.2.9" and scope_address({}) == "unknown"
 
 
 async def test_hanging_up_keeps_the_turn_and_passed_turns_are_forgotten(turns):

@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from core.api import status_of
 from core.wrong_keys import KeyFlood, scope_address
 from waker import admin_forward, socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches
@@ -352,7 +353,7 @@ class WakerApplication:
         try:
             due = guard.judge(address, lambda: any_key_matches(given, worker.persona.accepted_keys))
         except KeyFlood as flood:
-            raise Refused(429, flood.message, retry_after=flood.retry_after_s) from None
+            raise Refused(status_of(flood), flood.message, retry_after=flood.retry_after_s) from None
         if due is not None:
             raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope", turn=functools.partial(guard.refusal, address, due))
         return True
