@@ -6,16 +6,18 @@ the application in memory; so an upload is decided on its headers alone, as
 they arrive (`chooser`, given to the server, core/serving.py): a missing key
 answers 401, a read key 403, a declared size past UPLOAD_MAX_MB 413, and a
 bad `Content-Type` or `X-Filename` 400, each before a byte of the body is
-read. A wrong key is judged by the worker's rule (core/wrong_keys.py) as on
-every other route: its 401 comes at its turn, its body dropped meanwhile and
-never given to the view, and an address whose wrong keys wait
+read. A wrong key is judged here by the worker's rule (core/wrong_keys.py),
+as on every other route: its 401 comes at its turn, its body dropped
+meanwhile and never given to the view, and an address whose wrong keys wait
 KEY_REFUSAL_QUEUE turns gets 429, its key not compared (else the server
-would be a route that compares keys at full speed). An accepted body goes to a file of its own under the media folder's
-`incoming/` as it arrives (`Upload`, hashing it on the way), bounded by
-UPLOAD_MAX_MB as it grows; the view (media_store/views.py) then finds the
-file's name, size and SHA-256 in the `Penelope-Streamed` header, which only the
-server sets, and stores it like any other media file (MEDIA_MAX_MB applies,
-and it expires after MEDIA_TTL_S unless a job holds it).
+would be a route that compares keys at full speed, answering a read key's
+403 or a right key's 400 at once). An accepted body goes to a file of its
+own under the media folder's `incoming/` as it arrives (`Upload`, hashing
+it on the way), bounded by UPLOAD_MAX_MB as it grows; the view
+(media_store/views.py) then finds the file's name, size and SHA-256 in the
+`Penelope-Streamed` header, which only the server sets, and stores it like
+any other media file (MEDIA_MAX_MB applies, and it expires after
+MEDIA_TTL_S unless a job holds it).
 """
 
 from __future__ import annotations
@@ -105,7 +107,9 @@ def chooser(guard: WrongKeys) -> StreamChoice:
     key's at its turn, `guard` the worker's turns: its Runtime's), None for
     any other method."""
 
-    def choose(method: str, path: str, headers: dict[str, str], length: int | None, address: str):
+    def choose(
+        method: str, path: str, headers: dict[str, str], length: int | None, address: str
+    ) -> Upload | bytes | AnswerLater | None:
         if method != "POST":
             return None
         authorization = headers.get("authorization")

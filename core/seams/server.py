@@ -183,8 +183,8 @@ def bound_request_bodies(
         def _answer_later(self, later: AnswerLater) -> None:
             # Refused now, answered later: the body's pieces are dropped as
             # they come (handleContentChunk), and a whole request is not
-            # given to daphne (requestReceived); Twisted's channel stops
-            # reading once it holds a whole request it has not answered.
+            # given to daphne (requestReceived); past it, Twisted's channel
+            # buffers a little and stops reading.
             self._refused = True
             self.content = io.BytesIO()
 
