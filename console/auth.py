@@ -32,8 +32,8 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from core.wrong_keys import KeyFlood, WrongKeys
-from core.wrong_keys import address_of as peer_address
+from core.api import status_of
+from core.wrong_keys import KeyFlood, WrongKeys, address_of
 from waker.api import WAKER_KEY_REQUIRED, bearer_matches
 
 COOKIE = "penelope_console"
@@ -84,10 +84,6 @@ def session_of(request: HttpRequest) -> str | None:
         return None
 
 
-def address_of(request: HttpRequest) -> str:
-    return peer_address(request)
-
-
 def sign_in(response: HttpResponse, request: HttpRequest) -> HttpResponse:
     """Give `response` a new session's cookie."""
     response.set_cookie(
@@ -136,7 +132,7 @@ def console_page(
                 try:
                     right = await guard().check(address, lambda: bearer_matches(authorization, settings.WAKER_KEY))
                 except KeyFlood as flood:
-                    return too_many(refused(request, 429, flood.message), flood)
+                    return too_many(refused(request, status_of(flood), flood.message), flood)
                 if not right:
                     return refused(request, 401, WAKER_KEY_REQUIRED)
                 return await view(request, Visitor(None, address), *args, **kwargs)

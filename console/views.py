@@ -18,7 +18,8 @@ from console.charts import workload_charts
 from console.fleet import STATES, WakerFleet, current_fleet
 from console.readings import JOB_STATES
 from console.search import SearchInvalid, searched
-from core.wrong_keys import KeyFlood
+from core.api import status_of
+from core.wrong_keys import KeyFlood, address_of
 
 # The fleet table's columns: the sort's word and the heading.
 COLUMNS = [
@@ -62,9 +63,11 @@ async def sign_in(request: HttpRequest) -> HttpResponse:
         return refused(request, 405, "Use GET or POST.")
     given = request.POST.get("key", "")
     try:
-        right = await current_fleet().key_guard.check(auth.address_of(request), lambda: auth.key_matches(given))
+        right = await current_fleet().key_guard.check(address_of(request), lambda: auth.key_matches(given))
     except KeyFlood as flood:
-        return auth.too_many(page(request, "sign_in.html", {"next": next_path, "error": flood.message}, 429), flood)
+        return auth.too_many(
+            page(request, "sign_in.html", {"next": next_path, "error": flood.message}, status_of(flood)), flood
+        )
     if not right:
         return page(request, "sign_in.html", {"next": next_path, "error": "That is not the waker's key."}, 403)
     return auth.sign_in(HttpResponseRedirect(next_path), request)

@@ -88,6 +88,7 @@ STATUS_OF: dict[type[errors.DomainError], int] = {
     errors.KeyReused: 422,
     errors.LeaseRequired: 423,
     errors.QueueFull: 429,
+    errors.KeyFlood: 429,
     errors.Cancelled: 499,  # nginx's "client closed request", as the request log uses it
     errors.ActionFailed: 500,
     errors.CredentialUnreadable: 500,

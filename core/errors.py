@@ -26,6 +26,9 @@ class Refusal(Exception):
 
     # May pass by itself: an attempt of a job with X-Retry is worth another.
     transient: bool = False
+    # When to come back, in whole seconds, when the refusal knows: the
+    # answer's Retry-After (core/rest.py's handler sets it for any refusal).
+    retry_after_s: int | None = None
 
     def __init__(self, message: str, page_id: str | None = None):
         super().__init__(message)
@@ -117,6 +120,22 @@ class ResultTooLarge(DomainError):
 
 class StoreFull(DomainError):
     """The media store has no room for a file (MEDIA_MAX_MB)."""
+
+
+# --- keys -------------------------------------------------------------------------------
+
+
+class KeyFlood(DomainError):
+    """Too many wrong keys from one address wait for their refusal
+    (core/wrong_keys.py): the key is not compared, and `retry_after_s` says
+    when a turn frees up."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(
+            f"Too many wrong keys from this address are waiting for their refusal; try again in {retry_after_s} s "
+            f"(KEY_REFUSAL_QUEUE)."
+        )
+        self.retry_after_s = retry_after_s
 
 
 # --- jobs -------------------------------------------------------------------------------

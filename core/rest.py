@@ -33,7 +33,7 @@ from rest_framework.renderers import JSONRenderer
 
 from core.api import ApiError, error_response, internal_error, json_response, read_json_object, refusal
 from core.auth import KEY_REQUIRED, BearerKey, HasKey, key_matches
-from core.errors import JobsFull, QueueFull, Refusal
+from core.errors import Refusal
 from core.runtime import runtime_of
 from core.seams import InlineDispatch, django_request_of
 from core.shapes import declared_fields, unknown_parameters
@@ -153,7 +153,7 @@ def envelope_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     response = error_response(error)
     if allow is not None:
         response["Allow"] = allow
-    if isinstance(exc, QueueFull | JobsFull):
+    if isinstance(exc, Refusal) and exc.retry_after_s is not None:  # a full queue's, a flood of wrong keys'
         response["Retry-After"] = str(exc.retry_after_s)
     return response
 
@@ -193,8 +193,7 @@ class ApiView(InlineDispatch, APIView):
             try:
                 await runtime_of(request).wrong_keys.check(address_of(request), lambda: key_matches(request))
             except KeyFlood as flood:
-                response = error_response(ApiError(429, flood.message))
-                response["Retry-After"] = str(flood.retry_after_s)
+                response = envelope_handler(flood, {})
                 for name, value in self.response_headers.items():
                     response[name] = value
                 return response

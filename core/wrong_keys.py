@@ -20,6 +20,9 @@ twice:
   whose turns have passed are forgotten, and while every one of them still
   waits, a new address's key is refused the same way.
 
+A flood is the refusal KeyFlood (core/errors.py): 429 with its
+Retry-After wherever it is answered.
+
 Behind a proxy every client has the proxy's address, so they share its
 turns: the docs say so (docs/guides/CONSOLE.md).
 """
@@ -29,10 +32,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
+
+# A flood's refusal is one of core/errors.py's (429 in core.api's table); the
+# routes that judge keys import it from here, with the rule.
+from core.errors import KeyFlood
 
 # How many addresses are remembered at most: each one a float.
 MAX_ADDRESSES = 4096
@@ -43,21 +51,11 @@ def address_of(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-class KeyFlood(Exception):
-    """Too many wrong keys from one address wait already: answer 429, the key
-    not compared, with `retry_after_s`."""
-
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(too_many_wrong_keys(retry_after_s))
-        self.retry_after_s = retry_after_s
-        self.message = too_many_wrong_keys(retry_after_s)
-
-
-def too_many_wrong_keys(retry_after_s: int) -> str:
-    return (
-        f"Too many wrong keys from this address are waiting for their refusal; try again in {retry_after_s} s "
-        f"(KEY_REFUSAL_QUEUE)."
-    )
+def scope_address(scope: Mapping[str, Any]) -> str:
+    """`address_of` for an ASGI scope (a socket's handshake, the waker's
+    proxy): its `client`, which Django's REMOTE_ADDR is read from."""
+    client = scope.get("client")
+    return (client[0] if client else None) or "unknown"
 
 
 class WrongKeys:
@@ -101,8 +99,15 @@ class WrongKeys:
         try:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
         finally:
-            if self._due.get(address) == due and due <= time.monotonic():
-                del self._due[address]
+            self.answered(address, due)
+
+    def answered(self, address: str, due: float) -> None:
+        """A wrong key's refusal, due at `due` (`judge`), was answered (or
+        its client went): forget the address if that was its last turn and it
+        has passed. For a refusal awaited some other way than `refusal` (the
+        server's, an upload's: media_store/uploads.py)."""
+        if self._due.get(address) == due and due <= time.monotonic():
+            del self._due[address]
 
     async def check(self, address: str, matches: Callable[[], bool]) -> bool:
         """`judge` and its wait in one: True for a right key at once, False

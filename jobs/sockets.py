@@ -45,7 +45,7 @@ from core.db_thread import on_db_thread
 from core.event_log import carries_job, missed_text, with_id, without_job
 from core.runtime import runtime_of
 from core.writable import Writable
-from core.wrong_keys import KeyFlood
+from core.wrong_keys import KeyFlood, scope_address
 from jobs.selectors import held_job_ids
 from jobs.shapes import for_reader as job_for_reader
 
@@ -65,7 +65,7 @@ class EventStream(AsyncWebsocketConsumer):
         if offered is not None:
             # A wrong key waits its turn before the close (core/wrong_keys.py);
             # a flood of them is closed with the key not compared.
-            address = (self.scope.get("client") or ("unknown",))[0]
+            address = scope_address(self.scope)
             try:
                 right = await runtime_of(self).wrong_keys.check(address, lambda: authorization_matches(authorization))
             except KeyFlood:

@@ -3,15 +3,21 @@ media file, without ever holding the body in memory.
 
 daphne reads a whole body before the application sees it, and queues it to
 the application in memory; so an upload is decided on its headers alone, as
-they arrive (`choose`, given to the server, core/serving.py): a missing or
-wrong key answers 401, a read key 403, a declared size past UPLOAD_MAX_MB 413,
-and a bad `Content-Type` or `X-Filename` 400, each before a byte of the body
-is read. An accepted body goes to a file of its own under the media folder's
-`incoming/` as it arrives (`Upload`, hashing it on the way), bounded by
-UPLOAD_MAX_MB as it grows; the view (media_store/views.py) then finds the
-file's name, size and SHA-256 in the `Penelope-Streamed` header, which only the
-server sets, and stores it like any other media file (MEDIA_MAX_MB applies,
-and it expires after MEDIA_TTL_S unless a job holds it).
+they arrive (`chooser`, given to the server, core/serving.py): a missing key
+answers 401, a read key 403, a declared size past UPLOAD_MAX_MB 413, and a
+bad `Content-Type` or `X-Filename` 400, each before a byte of the body is
+read. A wrong key is judged here by the worker's rule (core/wrong_keys.py),
+as on every other route: its 401 comes at its turn, its body dropped
+meanwhile and never given to the view, and an address whose wrong keys wait
+KEY_REFUSAL_QUEUE turns gets 429, its key not compared (else the server
+would be a route that compares keys at full speed, answering a read key's
+403 or a right key's 400 at once). An accepted body goes to a file of its
+own under the media folder's `incoming/` as it arrives (`Upload`, hashing
+it on the way), bounded by UPLOAD_MAX_MB as it grows; the view
+(media_store/views.py) then finds the file's name, size and SHA-256 in the
+`Penelope-Streamed` header, which only the server sets, and stores it like
+any other media file (MEDIA_MAX_MB applies, and it expires after
+MEDIA_TTL_S unless a job holds it).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import hashlib
 import mimetypes
 import re
 import secrets
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -29,7 +36,8 @@ from core.api import REALM
 from core.auth import KEY_REQUIRED, READ, key_role, read_only
 from core.bounded_http import envelope_answer
 from core.routes import MEDIA
-from core.seams import STREAMED_HEADER
+from core.seams import STREAMED_HEADER, AnswerLater, StreamChoice
+from core.wrong_keys import KeyFlood, WrongKeys
 from media_store.store import MB, incoming_dir, safe_filename
 
 UPLOAD_PATH = f"/api/v1/{MEDIA}"
@@ -92,16 +100,47 @@ def too_large_sentence() -> str:
     return f"The file is larger than the worker takes (UPLOAD_MAX_MB, {settings.UPLOAD_MAX_MB:g} MB)."
 
 
-def choose(method: str, path: str, headers: dict[str, str], length: int | None) -> Upload | bytes | None:
+def chooser(guard: WrongKeys) -> StreamChoice:
     """The server's choice for a request to the media route (UPLOAD_PATH), from
     its headers (core/seams/server.py, `bound_request_bodies`): an Upload for a
-    POST that may upload, the whole refusal for one that may not, None for
+    POST that may upload, the whole refusal for one that may not (a wrong
+    key's at its turn, `guard` the worker's turns: its Runtime's), None for
     any other method."""
-    if method != "POST":
-        return None
-    role = key_role(headers.get("authorization", ""))
-    if role is None:
-        return envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM, **NOSNIFF})
+
+    def choose(
+        method: str, path: str, headers: dict[str, str], length: int | None, address: str
+    ) -> Upload | bytes | AnswerLater | None:
+        if method != "POST":
+            return None
+        authorization = headers.get("authorization")
+        if authorization is None:  # no key: nothing guessed, refused at once
+            return envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM, **NOSNIFF})
+        roles: list[str | None] = []  # the key's, once compared
+
+        def matches() -> bool:
+            roles.append(key_role(authorization))
+            return roles[0] is not None
+
+        try:
+            due = guard.judge(address, matches)
+        except KeyFlood as flood:
+            return envelope_answer(
+                b"429 Too Many Requests", flood.message, None, {"Retry-After": str(flood.retry_after_s), **NOSNIFF}
+            )
+        if due is not None:
+            return AnswerLater(
+                envelope_answer(b"401 Unauthorized", KEY_REQUIRED, None, {"WWW-Authenticate": REALM, **NOSNIFF}),
+                due - time.monotonic(),
+                lambda: guard.answered(address, due),
+            )
+        return chosen(roles[0], headers, length)
+
+    return choose
+
+
+def chosen(role: str | None, headers: dict[str, str], length: int | None) -> Upload | bytes:
+    """A right key's upload: refused at once for a read key, a declared size
+    past UPLOAD_MAX_MB or a bad type; else its Upload."""
     if role == READ:
         return envelope_answer(b"403 Forbidden", read_only("uploading a file"), None, NOSNIFF)
     if length is not None and length > upload_limit():

@@ -577,6 +577,18 @@ class Application(Connections):
         return self.queues[-1]
 
 
+LATER = b"HTTP/1.1 401 Later\r\n\r\n"
+LATER_S = 2.0
+
+
+class Sinks(list):
+    later: list[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later = []
+
+
 class Sink:
     def __init__(self, limit: int) -> None:
         self.limit, self.received, self.ended = limit, b"", None
@@ -597,17 +609,21 @@ class Sink:
 
 @pytest.fixture
 def streaming(monkeypatch):
-    """`bound_request_bodies` with a stream choice: /up goes to a Sink of 100 bytes."""
+    """`bound_request_bodies` with a stream choice: /up goes to a Sink of 100
+    bytes; with `Authorization: later`, it is answered LATER_S on (the
+    factory's clock), each answered request's address in `sinks.later`."""
     from daphne import http_protocol
     from twisted.internet.task import Clock
     from twisted.web import http
 
     monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
-    sinks: list[Sink] = []
+    sinks = Sinks()
 
-    def choose(method: str, path: str, headers: dict[str, str], length: int | None):
+    def choose(method: str, path: str, headers: dict[str, str], length: int | None, address: str):
         if path != "/up":
             return None
+        if headers.get("authorization") == "later":
+            return seams.AnswerLater(LATER, LATER_S, lambda: sinks.later.append(address))
         if headers.get("authorization") != "yes":
             return b"HTTP/1.1 401 Unauthorized\r\n\r\n"
         sinks.append(Sink(100))
@@ -662,6 +678,39 @@ def test_a_streamed_body_goes_to_its_sink_and_daphne_gets_none(streaming):
     )
     protocol.connectionLost(ConnectionDone())
     assert sinks[2].ended == "aborted" and len(server_factory.server.scopes) == 1
+
+
+def test_an_answer_later_drops_the_body_and_the_request_never_reaches_daphne(streaming):
+    """An AnswerLater (an upload's wrong key, media_store/uploads.py) is
+    written when due, on the channel's clock, and closes; its body is read
+    and dropped meanwhile, and daphne never gets the request, whole as it
+    is. A client gone before it cancels it; `done` runs either way. Nor
+    does an answer given at once reach daphne when the whole request came
+    with its head."""
+    from twisted.internet.error import ConnectionDone  # as the fixtures import Twisted: after the reactor
+
+    server_factory, sinks = streaming
+    clock = server_factory.reactor
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: later\r\nContent-Length: 5\r\n\r\nhello")
+    clock.advance(LATER_S - 0.1)
+    assert transport.value() == b"" and not transport.disconnecting and sinks.later == []
+    clock.advance(0.1)
+    assert transport.value() == LATER and transport.disconnecting
+    assert sinks.later == [transport.getPeer().host] and sinks == [] and server_factory.server.scopes == []
+    protocol.connectionLost(ConnectionDone())
+    assert sinks.later == [transport.getPeer().host]  # done once
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: later\r\nContent-Length: 50\r\n\r\nab")
+    protocol.connectionLost(ConnectionDone())
+    assert len(sinks.later) == 2
+    clock.advance(LATER_S)
+    assert transport.value() == b"" and len(sinks.later) == 2 and server_factory.server.scopes == []
+
+    protocol, transport = connection(server_factory)
+    protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n")
+    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and server_factory.server.scopes == []
 
 
 # --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------

@@ -26,7 +26,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from core import wrong_keys
-from core.wrong_keys import KeyFlood, WrongKeys
+from core.api import status_of
+from core.errors import Refusal
+from core.rest import envelope_handler
+from core.wrong_keys import KeyFlood, WrongKeys, scope_address
 from harness.waker import WakerProcess
 from harness.worker import ROOT, TEST_KEY, WorkerProcess
 
@@ -88,19 +91,21 @@ def waker_routes() -> list[str]:
 
 
 async def answered(
-    client: httpx.AsyncClient, path: str, headers: dict[str, str], began: float
+    client: httpx.AsyncClient, path: str, headers: dict[str, str], began: float, method: str = "GET"
 ) -> tuple[httpx.Response, float]:
-    response = await client.get(path, headers=headers)
+    # A POST carries a small body (an upload's: a file's bytes).
+    content = b"x" * 1000 if method == "POST" else None
+    response = await client.request(method, path, headers=headers, content=content)
     return response, time.monotonic() - began
 
 
-async def wrong_at_once(base_url: str, path: str, count: int = AT_ONCE, source: str = "127.0.0.1"):
+async def wrong_at_once(base_url: str, path: str, count: int = AT_ONCE, source: str = "127.0.0.1", method: str = "GET"):
     """`count` wrong keys sent together from `source`: their answers, and
     when each came, in seconds since they were sent, in the order they came."""
     transport = httpx.AsyncHTTPTransport(local_address=source)
     async with httpx.AsyncClient(base_url=base_url, transport=transport, timeout=60) as client:
         began = time.monotonic()
-        results = await asyncio.gather(*(answered(client, path, WRONG, began) for _ in range(count)))
+        results = await asyncio.gather(*(answered(client, path, WRONG, began, method) for _ in range(count)))
     return sorted(results, key=lambda result: result[1])
 
 
@@ -156,6 +161,21 @@ def test_a_flood_is_refused_without_its_key_compared_and_says_when_to_come_back(
     assert turns.judge("192.0.2.2", lambda: True) is None  # others are not held up
 
 
+def test_a_flood_is_a_refusal_of_the_one_table_answered_with_its_retry_after():
+    """KeyFlood is a refusal (core/errors.py) whose status is the table's, and
+    the API's handler gives any refusal that knows when to come back its
+    Retry-After: a flood's as a full queue's."""
+    flood = KeyFlood(3)
+    assert isinstance(flood, Refusal) and status_of(flood) == 429
+    response = envelope_handler(flood, {})
+    assert response.status_code == 429 and response["Retry-After"] == "3"
+    assert json.loads(response.content) == {"success": False, "error": flood.message, "page_id": None}
+    assert flood.message == (
+        "Too many wrong keys from this address are waiting for their refusal; try again in 3 s (KEY_REFUSAL_QUEUE)."
+    )
+    assert scope_address({"client": ["192.0.2.9", 5000]}) == "192.0.2.9" and scope_address({}) == "unknown"
+
+
 async def test_hanging_up_keeps_the_turn_and_passed_turns_are_forgotten(turns):
     due = turns.judge("192.0.2.1", lambda: False)
     waiting = asyncio.ensure_future(turns.refusal("192.0.2.1", due))
@@ -199,48 +219,52 @@ def test_the_route_lists_cover_both_servers():
     assert {"/api/v1/personas", "/api/v1/fleet/jobs", "/console/", "/w/nap/api/v1/pages"} <= set(waker)
 
 
-@pytest.mark.parametrize("path", worker_routes())
-async def test_each_worker_route_answers_wrong_keys_one_turn_apart(slow_worker, path):
-    results = await wrong_at_once(slow_worker.base_url, path)
+# And an upload: the server decides it on its headers, before any view (media_store/uploads.py).
+WORKER_REQUESTS = [*(("GET", path) for path in worker_routes()), ("POST", "/api/v1/media")]
+
+
+@pytest.mark.parametrize(("method", "path"), WORKER_REQUESTS)
+async def test_each_worker_route_answers_wrong_keys_one_turn_apart(slow_worker, method, path):
+    results = await wrong_at_once(slow_worker.base_url, path, method=method)
     for response, _ in results:
-        assert response.status_code == 401, (path, response.text)
+        assert response.status_code == 401, (method, path, response.text)
         assert response.json() == {"success": False, "error": response.json()["error"], "page_id": None}
-    assert_one_turn_apart(results, path)
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="penelope"'
+    assert_one_turn_apart(results, f"{method} {path}")
 
 
-async def test_the_event_socket_refuses_wrong_keys_one_turn_apart(slow_worker):
-    refused = await sockets_at_once(f"ws://127.0.0.1:{slow_worker.port}/api/v1/events")
-    assert_one_turn_apart([(None, seconds) for seconds in refused], "/api/v1/events")
-
-
-async def test_a_right_key_is_not_held_behind_wrong_ones_and_a_flood_is_not_compared(slow_worker):
-    """Wrong keys from 127.0.0.2, more than its queue: the extra ones get 429
-    at once, and so does its right key meanwhile (not compared); a right key
-    from 127.0.0.1 is answered while .2's turns still run."""
-    right = {"Authorization": f"Bearer {TEST_KEY}"}
-    other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
-    async with (
-        httpx.AsyncClient(base_url=slow_worker.base_url, transport=other, timeout=60) as guesser,
-        httpx.AsyncClient(base_url=slow_worker.base_url, timeout=60) as operator,
-    ):
-        began = time.monotonic()
-        wrong = [asyncio.ensure_future(answered(guesser, "/api/v1/activity", WRONG, began)) for _ in range(QUEUE + 2)]
-        await asyncio.sleep(0)
-        while not any(task.done() for task in wrong):  # the first 429 says all of .2's turns are taken
-            await asyncio.wait(wrong, return_when=asyncio.FIRST_COMPLETED)
-        flooded = await guesser.get("/api/v1/activity", headers=right)
-        assert flooded.status_code == 429 and int(flooded.headers["Retry-After"]) >= 1
-        assert flooded.json()["success"] is False and "KEY_REFUSAL_QUEUE" in flooded.json()["error"]
-        answered_right = await operator.get("/api/v1/activity", headers=right)
-        wrong_by_then = sum(task.done() and task.result()[0].status_code == 401 for task in wrong)
-        assert answered_right.status_code == 200
-        assert wrong_by_then < QUEUE, "the right key waited for every wrong one from another address"
-        results = sorted(await asyncio.gather(*wrong), key=lambda result: result[1])
-    statuses = [response.status_code for response, _ in results]
-    assert sorted(statuses) == [401] * QUEUE + [429] * 2
-    assert_one_turn_apart([result for result in results if result[0].status_code == 401], "/api/v1/activity from .2")
-    async with httpx.AsyncClient(base_url=slow_worker.base_url, transport=other, timeout=60) as guesser:
-        assert (await guesser.get("/api/v1/activity", headers=right)).status_code == 200  # its turns are over
+async def test_an_upload_s_key_is_not_compared_in_a_flood_and_a_wrong_one_stores_nothing(slow_worker):
+    """The server compares an upload's key before any view, so it keeps the
+    rule itself: from an address whose wrong keys fill its queue, a right
+    key's upload that would be refused at once (a bad Content-Type: 400) is
+    refused 429 instead, its key not compared; once the turns run out it
+    gets its 400. No wrong key's body is kept. (The flood lasts one turn
+    after the queue fills: on a machine slow enough to miss it, a round
+    answers 400 and another is tried.)"""
+    right = {"Authorization": f"Bearer {TEST_KEY}", "Content-Type": "not a type"}
+    source = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
+    async with httpx.AsyncClient(base_url=slow_worker.base_url, transport=source, timeout=60) as guesser:
+        for _ in range(5):
+            began = time.monotonic()
+            wrong = [
+                asyncio.ensure_future(answered(guesser, "/api/v1/media", WRONG, began, "POST"))
+                for _ in range(QUEUE + 1)
+            ]
+            await asyncio.sleep(0)
+            while not any(task.done() for task in wrong):  # the first answer, a 429, says the turns are taken
+                await asyncio.wait(wrong, return_when=asyncio.FIRST_COMPLETED)
+            flooded = await guesser.post("/api/v1/media", headers=right, content=b"x")
+            statuses = [response.status_code for response, _ in await asyncio.gather(*wrong)]
+            assert set(statuses) <= {401, 429} and statuses.count(401) >= QUEUE - 1, statuses
+            if flooded.status_code == 429:
+                break
+            assert flooded.status_code == 400, flooded.text  # the queue was no longer full: again
+        assert flooded.status_code == 429 and int(flooded.headers["Retry-After"]) >= 1, flooded.text
+        assert "KEY_REFUSAL_QUEUE" in flooded.json()["error"]
+        after = await guesser.post("/api/v1/media", headers=right, content=b"x")
+        assert after.status_code == 400 and "Content-Type must be a media type" in after.json()["error"]
+    media = slow_worker.store / "media"
+    assert not media.exists() or not [path for path in media.rglob("*") if path.is_file()]
 
 
 # --- the waker's routes --------------------------------------------------------------------

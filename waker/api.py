@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from core.api import ApiError, json_bytes
+from core.api import ApiError, json_bytes, status_of
 from core.api import error_body as envelope_of
 from core.api import error_response as worker_error_response
 from core.wrong_keys import KeyFlood, WrongKeys, address_of
@@ -70,7 +70,7 @@ def bearer_matches(authorization: str, key: str) -> bool:
 
 def flooded(flood: KeyFlood) -> HttpResponse:
     """429 for an address whose wrong keys wait too many turns (core/wrong_keys.py)."""
-    response = error_response(WakerError(429, flood.message))
+    response = error_response(WakerError(status_of(flood), flood.message))
     response["Retry-After"] = str(flood.retry_after_s)
     return response
 

@@ -29,7 +29,8 @@ from urllib.parse import unquote
 
 import httpx
 
-from core.wrong_keys import KeyFlood
+from core.api import status_of
+from core.wrong_keys import KeyFlood, scope_address
 from waker import admin_forward, socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches
 from waker.asgi_parts import Receive, Refused, Responder, Scope, Send, read_body, send_error, until_disconnected
@@ -347,12 +348,12 @@ class WakerApplication:
         if authorization is None:
             return False
         given = authorization.decode("latin-1")
-        address = (scope.get("client") or ("unknown",))[0]
+        address = scope_address(scope)
         guard = self.supervisor.key_guard
         try:
             due = guard.judge(address, lambda: any_key_matches(given, worker.persona.accepted_keys))
         except KeyFlood as flood:
-            raise Refused(429, flood.message, retry_after=flood.retry_after_s) from None
+            raise Refused(status_of(flood), flood.message, retry_after=flood.retry_after_s) from None
         if due is not None:
             raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope", turn=functools.partial(guard.refusal, address, due))
         return True

@@ -98,6 +98,12 @@ Twisted 26.10.0, asgiref 3.13.0; and Playwright 1.65.2.
    whole buffer into the application's queue at once (`self.content.read`,
    in `request_buffer_size` chunks put with `put_nowait`): a 100 MB upload
    would otherwise sit in memory twice. tests/test_uploads.py checks it.
+   A request the server answers itself, at once or later (an upload's wrong
+   key, at its turn: `AnswerLater`, written with the channel's `callLater`),
+   never reaches daphne: `requestReceived` stops there, so an answer is
+   never followed by the application's own (tests/test_seams.py). The
+   choice is given the client's address as daphne reads it (the request's
+   `client`), the application's REMOTE_ADDR.
    And it overrides daphne's `basic_error` for a 400 (a header name or
    value daphne refuses, answered with its HTML page): the envelope instead,
    checked by tests/test_envelopes.py.
@@ -275,6 +281,7 @@ from core.seams.handler import (
 from core.seams.orm import insert_row, take_saved_row
 from core.seams.server import (
     STREAMED_HEADER,
+    AnswerLater,
     BodySink,
     StreamChoice,
     asyncio_loop_of,
@@ -294,6 +301,7 @@ __all__ = [
     "WholeBodyRequest",
     "asyncio_loop_of",
     "STREAMED_HEADER",
+    "AnswerLater",
     "BodySink",
     "StreamChoice",
     "bound_request_bodies",

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import io
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -37,11 +38,25 @@ class BodySink(Protocol):
         """The body will not be finished: whatever was written goes."""
 
 
-# Chooses, from a request's method, path, headers (lower-case names) and
-# declared length, before its body is read: None (buffered as usual, within
-# MAX_BODY_BYTES), a BodySink (streamed there), or bytes (the whole answer,
-# written at once; the body is never read).
-StreamChoice = Callable[[str, str, dict[str, str], "int | None"], "BodySink | bytes | None"]
+@dataclass(frozen=True)
+class AnswerLater:
+    """A choice's answer that is due later (a wrong key's, at its turn,
+    core/wrong_keys.py): the whole `answer`, written `delay_s` from now. The
+    body is read meanwhile and dropped, the application never sees the
+    request, and `done()` runs once the answer is written or the client has
+    gone (whichever comes first)."""
+
+    answer: bytes
+    delay_s: float
+    done: Callable[[], None]
+
+
+# Chooses, from a request's method, path, headers (lower-case names),
+# declared length and client address (daphne's, as the application's
+# REMOTE_ADDR), before its body is read: None (buffered as usual, within
+# MAX_BODY_BYTES), a BodySink (streamed there), bytes (the whole answer,
+# written at once; the body is never read) or an AnswerLater.
+StreamChoice = Callable[[str, str, dict[str, str], "int | None", str], "BodySink | bytes | AnswerLater | None"]
 
 
 # The header a streamed request reaches the application with (its sink's `finish()`).
@@ -78,6 +93,7 @@ def bound_request_bodies(
         _body_bytes = 0
         _refused = False
         _sink: BodySink | None = None
+        _later: Any = None  # the delayed call of an AnswerLater, until it runs
 
         def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
             self.requestHeaders.removeHeader(STREAMED_HEADER)
@@ -90,9 +106,12 @@ def bound_request_bodies(
                     name.decode("latin-1").lower(): values[-1].decode("latin-1")
                     for name, values in self.requestHeaders.getAllRawHeaders()
                 }
-                chosen = choose(method, path, headers, length)
+                chosen = choose(method, path, headers, length, self._client_address())
                 if isinstance(chosen, bytes):
                     self._answer(chosen)
+                    return
+                if isinstance(chosen, AnswerLater):
+                    self._answer_later(chosen)
                     return
                 if chosen is not None:
                     self._sink = chosen
@@ -121,7 +140,9 @@ def bound_request_bodies(
             super().handleContentChunk(data)
 
         def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:  # noqa: N802
-            if self._sink is not None and not self._refused:
+            if self._refused:  # answered here, or to be: the application never sees it
+                return
+            if self._sink is not None:
                 sink, self._sink = self._sink, None
                 self.requestHeaders.setRawHeaders(STREAMED_HEADER, [sink.finish().encode("latin-1")])
             super().requestReceived(command, path, version)
@@ -130,6 +151,10 @@ def bound_request_bodies(
             if self._sink is not None:  # gone before its body was whole
                 sink, self._sink = self._sink, None
                 sink.abort()
+            if self._later is not None:  # gone before its answer was due
+                (call, done), self._later = self._later, None
+                call.cancel()
+                done()
             super().connectionLost(reason)
 
         def basic_error(self, status: int, status_text: bytes, body: str) -> None:
@@ -146,6 +171,34 @@ def bound_request_bodies(
             method = getattr(self.channel, "_command", b"").decode("latin-1")
             path = getattr(self.channel, "_path", b"").decode("latin-1").split("?", 1)[0]
             return method, path
+
+        def _client_address(self) -> str:
+            # What daphne puts in the scope's `client` (its `process`), so
+            # the application's REMOTE_ADDR; a socket without one, "unknown"
+            # (core/wrong_keys.py, `address_of`).
+            if hasattr(self.client, "host") and hasattr(self.client, "port"):
+                return str(self.client.host)
+            return "unknown"
+
+        def _answer_later(self, later: AnswerLater) -> None:
+            # Refused now, answered later: the body's pieces are dropped as
+            # they come (handleContentChunk), and a whole request is not
+            # given to daphne (requestReceived); past it, Twisted's channel
+            # buffers a little and stops reading.
+            self._refused = True
+            self.content = io.BytesIO()
+
+            def due() -> None:
+                if self._later is None:
+                    return
+                _, done = self._later
+                self._later = None
+                transport = self.channel.transport
+                transport.write(later.answer)
+                transport.loseConnection()
+                done()
+
+            self._later = (self.channel.callLater(max(0.0, later.delay_s), due), later.done)
 
         def _too_large(self) -> None:
             sink, self._sink = self._sink, None

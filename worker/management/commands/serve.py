@@ -137,7 +137,7 @@ class Command(BaseCommand):
 
         listened = run_daphne(
             application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
-            page_of=page_of_path, streams={uploads.UPLOAD_PATH: uploads.choose}, socket_close_wait_s=settings.CDP_CLOSE_WAIT_S,
+            page_of=page_of_path, streams={uploads.UPLOAD_PATH: uploads.chooser(runtime.wrong_keys)}, socket_close_wait_s=settings.CDP_CLOSE_WAIT_S,
         )
         if not listened:
             raise CommandError(f"Could not listen on {authority(host, port)}.")
