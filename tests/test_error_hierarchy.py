@@ -148,8 +148,9 @@ def exception_classes() -> list[tuple[str, str]]:
                 bases = [ast.unparse(base).rpartition(".")[2] for base in node.bases]
                 classes.append((module_name(path), node.name, bases))
     known = {
-        name for name in dir(builtins) if isinstance(getattr(builtins, name), type)
-        and issubclass(getattr(builtins, name), BaseException)
+        name
+        for name in dir(builtins)
+        if isinstance(getattr(builtins, name), type) and issubclass(getattr(builtins, name), BaseException)
     } | FOREIGN_EXCEPTIONS
     found: set[tuple[str, str]] = set()
     while True:
@@ -177,8 +178,11 @@ def test_a_class_named_a_refusal_is_one_and_every_refusal_has_its_status():
     # that carries its own status (core.api.StatusError: ApiError, PluginError, the waker's).
     bases = {errors.Refusal, errors.DomainError, StatusError}
     unmapped = [
-        f"{kind.__module__}.{kind.__qualname__}" for kind in kinds
-        if issubclass(kind, errors.Refusal) and kind not in bases and not issubclass(kind, StatusError)
+        f"{kind.__module__}.{kind.__qualname__}"
+        for kind in kinds
+        if issubclass(kind, errors.Refusal)
+        and kind not in bases
+        and not issubclass(kind, StatusError)
         and not any(base in STATUS_OF for base in kind.__mro__)
     ]
     assert unmapped == []
