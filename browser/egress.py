@@ -67,8 +67,10 @@ IDLE_S = 300.0
 RESOLVE_TIMEOUT_S = 10.0  # a name's lookup, on the loop's resolver threads
 
 
-class Refused(Exception):
-    """The guard refuses a target; the message says why, naming the address."""
+class TargetBlocked(Exception):
+    """The guard refuses a target; the message says why, naming the address.
+    Only the proxy's own signal: the browser gets its 403 from the proxy,
+    and a call learns of it as a `NavigationRefused`."""
 
 
 class Egress:
@@ -177,7 +179,7 @@ class Egress:
             return
         try:
             upstream = await self._open(host, port)
-        except Refused as refused:
+        except TargetBlocked as refused:
             self._refused("CONNECT", host, port, f"{authority(host, port)}", str(refused))
             await answer(writer, 403, sentence("https", host, port, str(refused)))
             return
@@ -207,7 +209,7 @@ class Egress:
                         upstream = reached = None
                     try:
                         upstream = await self._open(parts.hostname, port)
-                    except Refused as refused:
+                    except TargetBlocked as refused:
                         self._refused(head.method, parts.hostname, port, head.target.split("?", 1)[0], str(refused))
                         await answer(writer, 403, sentence("http", parts.hostname, parts.port, str(refused)))
                         return
@@ -245,12 +247,12 @@ class Egress:
     # --- the check, and the connection to what was checked ---------------------------------
 
     async def _open(self, host: str, port: int) -> Stream:
-        """A connection to an allowed address of `host`, or Refused."""
+        """A connection to an allowed address of `host`, or TargetBlocked."""
         host = host.lower().rstrip(".")
         addresses = await self._addresses(host, port)
         why = self.refusal(host, port, addresses)
         if why is not None:
-            raise Refused(why)
+            raise TargetBlocked(why)
         if not addresses:  # an allowed name that does not resolve
             raise Unreachable(f"{authority(host, port)} could not be reached: {host} does not resolve")
         last: BaseException | None = None

@@ -31,7 +31,7 @@ from typing import Any
 from cdp.mux import ChromiumError, Mux
 from cdp.permissions import PERMISSION_CALLS
 from cdp.policy import NOT_APPLIED, SESSION_BROWSER_CALLS, SESSION_DOMAINS, allows, refusal
-from cdp.targets import BROWSER_CALLS, NO_SESSION, Refused, Tab, TabBudget, Targets, fake_id
+from cdp.targets import BROWSER_CALLS, NO_SESSION, CdpErrorReply, Tab, TabBudget, Targets, fake_id
 
 log = logging.getLogger("penelope.cdp")
 
@@ -95,12 +95,12 @@ class Bridge(Targets):
             return
         try:
             if not isinstance(params, dict):
-                raise Refused("params must be an object.", -32602)
+                raise CdpErrorReply("params must be an object.", -32602)
             why = refusal(method, params)
             if why is not None:
                 if self.on_refused is not None:
                     self.on_refused(method)
-                raise Refused(f"{method} is refused: {why}.")
+                raise CdpErrorReply(f"{method} is refused: {why}.")
             if method in NOT_APPLIED:
                 self._answer(call_id, session_id, {})
             elif method in PERMISSION_CALLS and (session_id is None or session_id in (*self.browser_sessions, *self.routes)):
@@ -114,7 +114,7 @@ class Bridge(Targets):
                 self._answer(call_id, session_id, await self._tab_call(self.tab_sessions[session_id], method, params))
             else:
                 self._session_call(call_id, session_id, method, params)
-        except Refused as error:
+        except CdpErrorReply as error:
             self._fail(call_id, session_id, str(error), error.code)
         except ChromiumError as error:
             self._fail(call_id, session_id, str(error))
@@ -129,7 +129,7 @@ class Bridge(Targets):
             return await self.mux.call(method, params)
         handler = BROWSER_CALLS.get(method)
         if handler is None:
-            raise Refused(
+            raise CdpErrorReply(
                 f"{method} is not offered at the browser level: a CDP client drives its own pages; "
                 "send it with a page's sessionId."
             )
@@ -138,10 +138,10 @@ class Bridge(Targets):
     def _session_call(self, call_id: int, session_id: str, method: str, params: dict[str, Any]) -> None:
         route = self.routes.get(session_id)
         if route is None:
-            raise Refused(f"Session with given id not found: {session_id}", NO_SESSION)
+            raise CdpErrorReply(f"Session with given id not found: {session_id}", NO_SESSION)
         domain = method.split(".", 1)[0]
         if domain not in SESSION_DOMAINS or (domain == "Browser" and method not in SESSION_BROWSER_CALLS):
-            raise Refused(f"{method} is not offered to a CDP client: it acts beyond the client's pages.")
+            raise CdpErrorReply(f"{method} is not offered to a CDP client: it acts beyond the client's pages.")
         if domain == "Browser":
             self._own_context(params)
             if params.get("targetId") is not None:
@@ -153,15 +153,15 @@ class Bridge(Targets):
             return
         if method.startswith("Target."):
             if method not in SESSION_TARGET_CALLS:
-                raise Refused(f"{method} is not offered inside a page's session.")
+                raise CdpErrorReply(f"{method} is not offered inside a page's session.")
             if method == "Target.setAutoAttach":
                 # Nested inside the page's session, where the bridge routes them, and
                 # only the page's own frames and workers: a service worker is its origin's.
                 params = {**params, "flatten": False, "filter": CHILD_TARGETS}
             elif method == "Target.detachFromTarget" and params.get("sessionId") not in self.routes:
-                raise Refused("No session with that id is attached here.", NO_SESSION)
+                raise CdpErrorReply("No session with that id is attached here.", NO_SESSION)
             elif method == "Target.getTargetInfo" and params.get("targetId") not in (None, *self.tabs):
-                raise Refused("No target with that id is the client's.")
+                raise CdpErrorReply("No target with that id is the client's.")
         self._post(route, call_id, method, params, lambda why: self._fail(call_id, session_id, why, NO_SESSION), (call_id, session_id))
 
     def _post(

@@ -75,6 +75,10 @@ async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         tab = await runtime.pages.ensure_tab(grant.page, settings.PAGE_WAIT_S)
         mux = await runtime.cdp.mux()
         home = await runtime.cdp.target_of(tab)
+    # One answer, whichever step failed: the page's tab (a refusal: no page,
+    # no browser, no tab), the mux (RuntimeError: no browser; the tap's
+    # TapUnavailable; ChromiumError or Playwright's Error as it attaches),
+    # the target's id (Playwright's Error: the tab went).
     except (Refusal, PlaywrightError, ChromiumError, RuntimeError) as error:
         log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
         runtime.cdp.grants.end(grant, "The page has no tab now.")

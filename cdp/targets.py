@@ -23,8 +23,9 @@ log = logging.getLogger("penelope.cdp")
 SERVER_ERROR, NO_SESSION = -32000, -32001
 
 
-class Refused(Exception):
-    """A client's message that is answered with an error, not passed on."""
+class CdpErrorReply(Exception):
+    """A client's message that is answered with an error, not passed on: a
+    CDP error reply (`code`, the message) on the open socket, no HTTP refusal."""
 
     def __init__(self, message: str, code: int = SERVER_ERROR) -> None:
         super().__init__(message)
@@ -77,11 +78,11 @@ class Targets:
     def _own_context(self, params: dict[str, Any]) -> None:
         context = params.get("browserContextId")
         if context not in (None, "", self.mux.default_context_id):
-            raise Refused("Only the persona's browser context is offered.")
+            raise CdpErrorReply("Only the persona's browser context is offered.")
 
     async def _set_auto_attach(self, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("autoAttach") and not params.get("flatten"):
-            raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
+            raise CdpErrorReply("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
         self.auto_attach = (target_filter(params.get("filter")), ) if params.get("autoAttach") else None
         if self.auto_attach is not None:
             for page in list(self.tabs):
@@ -112,7 +113,7 @@ class Targets:
     async def _create_target(self, params: dict[str, Any]) -> dict[str, Any]:
         self._own_context(params)
         if self.budget.room() <= 0:
-            raise Refused("Every page MAX_PAGES allows is open: close a tab first.")
+            raise CdpErrorReply("Every page MAX_PAGES allows is open: close a tab first.")
         passed = {key: params[key] for key in ("url", "width", "height", "background", "newWindow") if key in params}
         created = await self.mux.call("Target.createTarget", passed)
         self._adopt(created["targetId"], own=True)
@@ -149,7 +150,7 @@ class Targets:
 
     async def _attach_to_target(self, params: dict[str, Any]) -> dict[str, Any]:
         if not params.get("flatten"):
-            raise Refused("Only the flat protocol is offered: Target.attachToTarget with flatten: true.")
+            raise CdpErrorReply("Only the flat protocol is offered: Target.attachToTarget with flatten: true.")
         target = params.get("targetId")
         tab = next((tab for tab in self.tabs.values() if tab.id == target), None)
         if tab is not None:
@@ -181,7 +182,7 @@ class Targets:
             self._event("Target.detachedFromTarget", {"sessionId": session_id}, self.caller)
             return {}
         if session_id not in self.routes or len(self.routes[session_id]) != 1:
-            raise Refused("No session with that id is attached at the browser level.", NO_SESSION)
+            raise CdpErrorReply("No session with that id is attached at the browser level.", NO_SESSION)
         self.mux.detach(session_id)
         self.detached(session_id)
         return {}
@@ -197,7 +198,7 @@ class Targets:
         if method == "Target.setAutoAttach":
             if params.get("autoAttach"):
                 if not params.get("flatten"):
-                    raise Refused("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
+                    raise CdpErrorReply("Only the flat protocol is offered: Target.setAutoAttach with flatten: true.")
                 if (tab.page, tab.session) not in self.attached.values():
                     await self._attach_page(tab.page, parent=tab.session)
             return {}
@@ -205,7 +206,7 @@ class Targets:
             return {}
         if method == "Target.getTargetInfo":
             return {"targetInfo": await self._tab_info(tab)}
-        raise Refused(f"{method} is not offered on a tab: send it to the page inside it.")
+        raise CdpErrorReply(f"{method} is not offered on a tab: send it to the page inside it.")
 
 
     # --- targets ---------------------------------------------------------------------
@@ -229,7 +230,9 @@ class Targets:
             return target
         tab = next((tab for tab in self.tabs.values() if tab.id == target), None)
         if tab is None:
-            raise Refused("No target with that id is the client's: it sees its leased page and the tabs it opened.")
+            raise CdpErrorReply(
+                "No target with that id is the client's: it sees its leased page and the tabs it opened."
+            )
         return tab.page
 
     async def _announce(self, page: str) -> None:
@@ -263,7 +266,7 @@ class Targets:
         session_id = await self.mux.attach(page, self)
         if self.ended:
             self.mux.detach(session_id)
-            raise Refused("The connection is closing.")
+            raise CdpErrorReply("The connection is closing.")
         self.routes[session_id] = [session_id]
         self.attached[session_id] = (page, parent)
         info = {**await self._info_of(page), "attached": True}

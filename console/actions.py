@@ -56,7 +56,7 @@ ACTIONS = {
 }
 
 
-class ActionRefused(Exception):
+class ActionNotDone(Exception):
     """The action did not happen; the sentence says why, for the operator."""
 
 
@@ -113,7 +113,7 @@ def audit_lines(persona: str | None = None, count: int = AUDIT_SHOWN) -> list[di
 
 
 async def perform(worker: PersonaWorker, http: httpx.AsyncClient, action: str, target: str | None, force: bool) -> Outcome:
-    """Do the action; ActionRefused with the reason when it cannot be done."""
+    """Do the action; ActionNotDone with the reason when it cannot be done."""
     name = worker.persona.name
     try:
         if action == "start":
@@ -123,12 +123,12 @@ async def perform(worker: PersonaWorker, http: httpx.AsyncClient, action: str, t
             await worker.stop(force=force)
             return Outcome(f"Persona {name}'s worker is stopped.")
         if action == "watch" and worker.state != "running":
-            raise ActionRefused(f"Persona {name} is asleep: a live view needs its worker running; start it first.")
+            raise ActionNotDone(f"Persona {name} is asleep: a live view needs its worker running; start it first.")
         await worker.ensure_running()
     except StartFailed as error:
-        raise ActionRefused(f"Persona {name}'s worker did not start: {error.message}") from None
+        raise ActionNotDone(f"Persona {name}'s worker did not start: {error.message}") from None
     except WorkInFlight as error:
-        raise ActionRefused(error.message) from None
+        raise ActionNotDone(error.message) from None
     method, path, body = {
         "pause": ("PATCH", f"/schedules/{target}", {"paused": True}),
         "resume": ("PATCH", f"/schedules/{target}", {"paused": False}),
@@ -142,9 +142,9 @@ async def perform(worker: PersonaWorker, http: httpx.AsyncClient, action: str, t
             )
             said = answer.json()
         except (httpx.HTTPError, ValueError) as error:
-            raise ActionRefused(f"Persona {name}'s worker did not answer: {error.__class__.__name__}.") from None
+            raise ActionNotDone(f"Persona {name}'s worker did not answer: {error.__class__.__name__}.") from None
     if answer.status_code >= 400:
-        raise ActionRefused(f"Persona {name}'s worker said {answer.status_code}: {said.get('error', '')}")
+        raise ActionNotDone(f"Persona {name}'s worker said {answer.status_code}: {said.get('error', '')}")
     if action == "watch":
         return Outcome(f"A live view of page {target} is open.", redirect=f"/w/{name}{said['url']}")
     done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action]

@@ -163,7 +163,7 @@ async def act(request: HttpRequest, visitor: Visitor, name: str) -> HttpResponse
     record = {"who": visitor.who, "address": visitor.address, "persona": name, "action": action.name, "target": target}
     try:
         outcome = await actions.perform(fleet.worker(name), fleet.supervisor.http, action.name, target, force)
-    except actions.ActionRefused as error:
+    except actions.ActionNotDone as error:
         actions.audit(**record, outcome="refused", detail=str(error))
         return page(request, "done.html", {"name": name, "message": str(error), "ok": False}, 409)
     actions.audit(**record, outcome="done", detail=outcome.message + (" (forced)" if force else ""))

@@ -34,7 +34,7 @@ from credentials import sealing
 from credentials.models import Credential
 
 
-class RotationRefused(Exception):
+class RotationCannotRun(Exception):
     """A rotation that cannot run now, or would leave a credential unreadable: one sentence."""
 
     def __init__(self, message: str):
@@ -54,7 +54,7 @@ def rotation_lock() -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RotationRefused("Another rotation of the credentials key is running; let it end first.") from None
+            raise RotationCannotRun("Another rotation of the credentials key is running; let it end first.") from None
         yield
     finally:
         os.close(fd)
@@ -75,7 +75,7 @@ def begin() -> tuple[bytes, bool]:
 def reseal_all(keyring: sealing.Keyring) -> int:
     """Step 2: every credential sealed again with `keyring.sealing`, in one
     transaction; how many. A credential that none of the ring's keys opens
-    stops it before anything changes (RotationRefused names them)."""
+    stops it before anything changes (RotationCannotRun names them)."""
     resealed = 0
     unreadable: list[str] = []
     with transaction.atomic():
@@ -90,7 +90,7 @@ def reseal_all(keyring: sealing.Keyring) -> int:
             resealed += 1
         if unreadable:
             listed = ", ".join(unreadable[:20]) + (f" and {len(unreadable) - 20} more" if len(unreadable) > 20 else "")
-            raise RotationRefused(
+            raise RotationCannotRun(
                 f"{len(unreadable)} credentials do not open with the keys this worker has ({listed}); nothing was "
                 "re-sealed. Restore their key, or delete them (DELETE /api/v1/credentials/NAME), and rotate again."
             )
@@ -120,10 +120,10 @@ def rotate_environment_key() -> int:
     old = sealing.decode_key(settings.CREDENTIALS_KEY)
     new = sealing.decode_key(settings.CREDENTIALS_NEW_KEY) if settings.CREDENTIALS_NEW_KEY else None
     if new is None:
-        raise RotationRefused(
+        raise RotationCannotRun(
             "CREDENTIALS_KEY is set, so the new key comes from CREDENTIALS_NEW_KEY: set it to a new key (the urlsafe "
             "base64 of 32 random bytes: python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')."
         )
     if old == new:
-        raise RotationRefused("CREDENTIALS_NEW_KEY is the same key as CREDENTIALS_KEY: make a new one.")
+        raise RotationCannotRun("CREDENTIALS_NEW_KEY is the same key as CREDENTIALS_KEY: make a new one.")
     return reseal_all(sealing.Keyring.of(new, *([old] if old else []), source="CREDENTIALS_KEY or CREDENTIALS_NEW_KEY"))

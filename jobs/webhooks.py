@@ -54,7 +54,7 @@ from core.auth import signing_key, url_for_log
 from jobs.models import DeliveryAttempt
 
 __all__ = [
-    "BadSecret", "CallbackRefused", "CallbackUnresolved", "Sent", "classify", "new_secret", "pinned_request",
+    "BadSecret", "CallbackToPrivateAddress", "CallbackUnresolved", "Sent", "classify", "new_secret", "pinned_request",
     "refused_address", "resolve_allowed", "send", "sign", "signers", "standard_headers", "submit_refusal",
     "webhook_client",
 ]
@@ -111,7 +111,7 @@ def standard_headers(job_id: str, body: bytes, secret_setting: str, at: float) -
     }
 
 
-class CallbackRefused(Exception):
+class CallbackToPrivateAddress(Exception):
     """The callback points into the host's own networks: never sent."""
 
 
@@ -127,13 +127,13 @@ async def submit_refusal(url: str, header: str = "X-Callback-Url") -> str | None
         return None
     try:
         await resolve_allowed(url)
-    except (CallbackRefused, CallbackUnresolved) as refused:
+    except (CallbackToPrivateAddress, CallbackUnresolved) as refused:
         return f"{header} is refused: {refused} (WEBHOOK_REFUSE_PRIVATE)."
     return None
 
 
 async def resolve_allowed(url: str) -> str:
-    """The address to connect to for `url`; CallbackRefused or CallbackUnresolved."""
+    """The address to connect to for `url`; CallbackToPrivateAddress or CallbackUnresolved."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -143,7 +143,7 @@ async def resolve_allowed(url: str) -> str:
         raise CallbackUnresolved(f"the callback's host {host} does not resolve") from None
     addresses = [info[4][0] for info in infos]
     if not addresses or any(refused_address(address) for address in addresses):
-        raise CallbackRefused(
+        raise CallbackToPrivateAddress(
             f"the callback's host {host} resolves to a loopback, private, link-local or metadata address"
         )
     return addresses[0]
@@ -230,7 +230,7 @@ async def send(
         outcome = classify(status_code)
         if outcome != DeliveryAttempt.Outcome.DELIVERED:
             error = f"the receiver answered HTTP {status_code}"
-    except CallbackRefused as refused:
+    except CallbackToPrivateAddress as refused:
         outcome, error = DeliveryAttempt.Outcome.GAVE_UP, str(refused)
     except CallbackUnresolved as unresolved:
         outcome, error = DeliveryAttempt.Outcome.RETRY, f"network error: {unresolved}"

@@ -20,7 +20,7 @@ from core.db_thread import on_db_thread
 from core.shapes import Text
 from credentials import store
 from plugins.framework import Context, Family, PluginError
-from plugins.signing_in import CredentialRefused, fill_form
+from plugins.signing_in import CredentialOffOrigin, fill_form
 
 family = Family("demo")
 
@@ -207,7 +207,7 @@ async def sign_in_unattended(page: Page, handle: str, name: str, ctx: Context) -
     fields = {"username": "#username", "password": "#password", "totp": "#code"}
     try:
         await fill_form(page, revealed, fields, "#sign-in")
-    except CredentialRefused as refused:
+    except CredentialOffOrigin as refused:
         raise PluginError(403, str(refused), retry=False) from None
     except (LookupError, ValueError) as error:
         raise PluginError(422, f"Signing in with {name}: {error}.", retry=False) from None

@@ -75,7 +75,7 @@ class Form:
     origin: str
 
 
-class CredentialRefused(Exception):
+class CredentialOffOrigin(Exception):
     """A credential asked for off its origin, or about to be typed into a
     document off it (or leaving); the message names the credential's origin
     and where the page, the frame or the document is."""
@@ -141,7 +141,7 @@ class Filling:
             if submit is not None and not left:
                 await self._empty(fields)  # the values stay out of what the flow's next steps record
             return {"filled": filled, "submitted": pressed, "left_the_form": left}
-        except (LookupError, CredentialRefused):
+        except (LookupError, CredentialOffOrigin):
             if filled:
                 await self._empty(fields)
             raise
@@ -170,7 +170,7 @@ class Filling:
 
     async def _find_form(self, frame: str | None) -> Form:
         """The form's document: the page's, or that of the iframe `frame`
-        names; CredentialRefused when it is not on the credential's origin.
+        names; CredentialOffOrigin when it is not on the credential's origin.
         From here on, the navigations of the page and of the form's frame
         are watched."""
         session = self.session
@@ -194,14 +194,14 @@ class Filling:
             except PlaywrightError:
                 # Not a frame of the page's own process: the browser gives a
                 # frame of another site, and a sandboxed one, a process of its own.
-                raise CredentialRefused(
+                raise CredentialOffOrigin(
                     f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on another site or in a "
                     "sandbox (a process of its own), so nothing is typed there."
                 ) from None
         here = await _call(session, context, ORIGIN_JS)
         if not isinstance(here, str) or origin_of(here) != self.theirs:
             shown = "an opaque origin (a sandbox's)" if here == "null" else here
-            raise CredentialRefused(
+            raise CredentialOffOrigin(
                 f"Credential {self.revealed.name} belongs to {self.theirs}; {where} is on {shown}, so nothing is typed there."
             )
         self.navigated.clear()
@@ -232,16 +232,16 @@ class Filling:
         if done == "typed":
             return
         if isinstance(done, str) and done.startswith("left:"):
-            raise CredentialRefused(refused + self._began_to_leave(done.removeprefix("left:")))
+            raise CredentialOffOrigin(refused + self._began_to_leave(done.removeprefix("left:")))
         if isinstance(done, str) and done.startswith("origin:"):
-            raise CredentialRefused(refused + f"is on {done.removeprefix('origin:')}, so nothing is typed there.")
+            raise CredentialOffOrigin(refused + f"is on {done.removeprefix('origin:')}, so nothing is typed there.")
         if done == "moved":
             raise LookupError(f"{what} lost the focus before it was typed into")
         raise LookupError(f"{what} takes no text")
 
     async def _unless_leaving(self, call: Callable[[], Awaitable[Any]], refused: str) -> Any:
         """`call()`'s answer, unless the form's document is leaving before
-        it is sent, or is gone when it runs: then CredentialRefused, whose
+        it is sent, or is gone when it runs: then CredentialOffOrigin, whose
         sentence `refused` begins. A closed page is the action's own failure.
 
         The script's own checks decide what is typed; this only keeps the
@@ -255,7 +255,7 @@ class Filling:
         its form as its last digit is typed), and then the call is left to
         the browser."""
         if self.leaving.is_set():
-            raise CredentialRefused(refused + self._began_to_leave())
+            raise CredentialOffOrigin(refused + self._began_to_leave())
         answer = asyncio.ensure_future(call())
         left = asyncio.ensure_future(self.leaving.wait())
         try:
@@ -268,13 +268,13 @@ class Filling:
                 answer.cancel()
             await asyncio.gather(answer, left, return_exceptions=True)
         if answer.cancelled():
-            raise CredentialRefused(refused + self._began_to_leave())
+            raise CredentialOffOrigin(refused + self._began_to_leave())
         try:
             return answer.result()
         except PlaywrightError:
             if self.page.is_closed():
                 raise
-            raise CredentialRefused(
+            raise CredentialOffOrigin(
                 refused + "went away before it was typed into, so nothing is typed there."
             ) from None
 

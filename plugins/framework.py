@@ -32,7 +32,7 @@ from core.shapes import declared_fields
 from media_store import store
 from plugins import declared
 from plugins.downloads import Downloads
-from plugins.signing_in import CredentialRefused, origin_of, reveal_for
+from plugins.signing_in import CredentialOffOrigin, origin_of, reveal_for
 
 if TYPE_CHECKING:
     from credentials.store import Revealed
@@ -247,7 +247,7 @@ class Context:
         url = self.tab.url if self.tab is not None else ""
         try:
             revealed = await reveal_for(name, url)
-        except CredentialRefused as refused:
+        except CredentialOffOrigin as refused:
             raise PluginError(403, str(refused), self.page_id, retry=False) from None
         self.revealed.update(revealed.secrets())
         if self.on_credential_use is not None:

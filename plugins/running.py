@@ -41,7 +41,7 @@ from core.errors import (
 )
 from core.routes import ANY
 from plugins.debug import Recorder
-from plugins.form_typing import CredentialRefused
+from plugins.form_typing import CredentialOffOrigin
 from plugins.framework import Action, Context, PluginError
 
 log = logging.getLogger("penelope.plugins")
@@ -97,7 +97,7 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         if isinstance(error, PlaywrightTimeoutError):
             raise ActionTimedOut(f"{action.route} timed out on the page: {first_line(error.message)}", page_id) from None
         raise ActionTimedOut(f"{action.route} ran past its time limit of {limit:g} s.", page_id) from None
-    except CredentialRefused as error:
+    except CredentialOffOrigin as error:
         # `fill_form` refused a document off the credential's origin, in an
         # action that left it to the framework: the origin rule's 403.
         raise PluginError(403, str(error), page_id, retry=False) from None

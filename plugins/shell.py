@@ -41,7 +41,7 @@ log = logging.getLogger("penelope.plugins")
 CLOSE_TIMEOUT_S = 15  # closing the context, then the browser; past it the driver's exit kills Chromium
 
 
-class ShellRefused(Exception):
+class ShellCannotRun(Exception):
     """The shell cannot run as asked; the message says why and what to do."""
 
 
@@ -73,14 +73,14 @@ class ShellContext(Context):
 
 
 def find(route: str) -> Action:
-    """The action `family/action` names, or ShellRefused naming what there is."""
+    """The action `family/action` names, or ShellCannotRun naming what there is."""
     family, slash, name = route.partition("/")
     found = find_action(family, name) if slash else None
     if found is None:
         loaded = families()
         if family in loaded:
-            raise ShellRefused(f"The family {family} has no action {name!r}; it has {', '.join(sorted(loaded[family].actions))}.")
-        raise ShellRefused(
+            raise ShellCannotRun(f"The family {family} has no action {name!r}; it has {', '.join(sorted(loaded[family].actions))}.")
+        raise ShellCannotRun(
             f"No action {route}: the families loaded (PENELOPE_PLUGINS) are {', '.join(sorted(loaded)) or 'none'}; "
             "name one as family/action."
         )
@@ -94,20 +94,20 @@ def parameters(json_body: str | None, pairs: list[str]) -> dict[str, Any]:
         try:
             data = json.loads(json_body)
         except ValueError as error:
-            raise ShellRefused(f"--json is not JSON: {error}.") from None
+            raise ShellCannotRun(f"--json is not JSON: {error}.") from None
         if not isinstance(data, dict):
-            raise ShellRefused("--json must be a JSON object, like a POST body: '{\"limit\": 20}'.")
+            raise ShellCannotRun("--json must be a JSON object, like a POST body: '{\"limit\": 20}'.")
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key:
-            raise ShellRefused(f"--param takes key=value, as in a query string; got {pair!r}.")
+            raise ShellCannotRun(f"--param takes key=value, as in a query string; got {pair!r}.")
         data[key] = value
     return data
 
 
 def check_headed(headed: bool) -> None:
     if headed and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        raise ShellRefused(
+        raise ShellCannotRun(
             "--headed needs a display, and neither DISPLAY nor WAYLAND_DISPLAY is set: run it in a desktop "
             "session (or under xvfb-run), or without --headed."
         )
@@ -124,13 +124,13 @@ def hold_profile() -> int:
         lock = store_lock.acquire("run_action")  # one word: the lock file splits on spaces
     except store_lock.StoreInUse as refused:
         if refused.command == "serve":
-            raise ShellRefused(
+            raise ShellCannotRun(
                 f"A worker (pid {refused.pid}) is using the persona's profile ({settings.PROFILE_DIR}): {stop_it}"
             ) from None
-        raise ShellRefused(str(refused)) from None
+        raise ShellCannotRun(str(refused)) from None
     if (pid := profile_holder(settings.PROFILE_DIR)) is not None:
         store_lock.release(lock)
-        raise ShellRefused(f"The persona's profile ({settings.PROFILE_DIR}) is open in process {pid}: {stop_it}")
+        raise ShellCannotRun(f"The persona's profile ({settings.PROFILE_DIR}) is open in process {pid}: {stop_it}")
     return lock
 
 
@@ -168,7 +168,7 @@ class Shell:
         try:
             executable = find_executable(playwright)
         except BrowserNotFound as error:
-            raise ShellRefused(str(error)) from None
+            raise ShellCannotRun(str(error)) from None
         args = list(CHROMIUM_ARGS) + ([] if settings.CHROMIUM_SANDBOX else ["--no-sandbox"])
         options = {"executable_path": executable, "headless": not self.headed, "args": args,
                    "proxy": proxy_settings(settings.PENELOPE_PROXY)}
@@ -181,9 +181,9 @@ class Shell:
                 return None, await asyncio.wait_for(launching, limit)
             browser = await asyncio.wait_for(playwright.chromium.launch(**options), limit)
         except TimeoutError:
-            raise ShellRefused(f"Chromium did not start within {limit:g} s (BROWSER_LAUNCH_TIMEOUT_S).") from None
+            raise ShellCannotRun(f"Chromium did not start within {limit:g} s (BROWSER_LAUNCH_TIMEOUT_S).") from None
         except PlaywrightError as error:
-            raise ShellRefused(f"Chromium did not start: {first_line(error.message)}") from None
+            raise ShellCannotRun(f"Chromium did not start: {first_line(error.message)}") from None
         try:
             return browser, await asyncio.wait_for(browser.new_context(), limit)
         except BaseException:
@@ -218,7 +218,7 @@ class Shell:
         try:
             await page.goto(self.url, wait_until="domcontentloaded")
         except PlaywrightError as error:
-            raise ShellRefused(f"--url {self.url} did not open, so the action did not run: {first_line(error.message)}") from None
+            raise ShellCannotRun(f"--url {self.url} did not open, so the action did not run: {first_line(error.message)}") from None
 
 
 async def _close(context: BrowserContext | None, browser: Browser | None) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.db_thread import on_db_thread
 from credentials import store
-from plugins.form_typing import CredentialRefused, Filling, origin_of
+from plugins.form_typing import CredentialOffOrigin, Filling, origin_of
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -31,17 +31,17 @@ if TYPE_CHECKING:
 
 # What plugins and the framework take from here; the refusal and origin_of
 # are plugins/form_typing.py's, which checks each value as it is typed.
-__all__ = ["CredentialRefused", "fill_form", "origin_of", "reveal_for"]
+__all__ = ["CredentialOffOrigin", "fill_form", "origin_of", "reveal_for"]
 
 
 async def reveal_for(name: str, page_url: str) -> Revealed:
     """The credential `name`'s values, for a page at `page_url`: refused
-    (CredentialRefused) when the page is not on the credential's origin, and
+    (CredentialOffOrigin) when the page is not on the credential's origin, and
     then nothing is revealed or marked used. Unknown names raise the store's 404."""
     public = await on_db_thread(store.view)(name)
     here, theirs = origin_of(page_url), origin_of(public["url"])
     if here != theirs:
-        raise CredentialRefused(
+        raise CredentialOffOrigin(
             f"Credential {name} belongs to {theirs}; the page is on {here}, so it is not used there."
         )
     return await store.areveal(name)
@@ -58,7 +58,7 @@ async def fill_form(
     it was submitted, and whether the form's document was left (a
     navigation); the values themselves never leave this function.
     LookupError names a field or button that is not there or takes no text;
-    CredentialRefused, a form or frame off the credential's origin, or a
+    CredentialOffOrigin, a form or frame off the credential's origin, or a
     document that began to leave after its field was focused. Either way
     the fields typed so far are emptied."""
     typed = {kind: _value_of(revealed, kind) for kind, selector in fields.items() if selector is not None}

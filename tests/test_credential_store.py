@@ -298,7 +298,7 @@ def test_a_rotation_that_would_lose_a_credential_changes_nothing():
 
 
 def test_a_second_rotation_at_once_is_refused():
-    with rotation.rotation_lock(), pytest.raises(rotation.RotationRefused, match="Another rotation"):
+    with rotation.rotation_lock(), pytest.raises(rotation.RotationCannotRun, match="Another rotation"):
         rotation.rotate_key_file()
 
 

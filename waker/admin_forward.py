@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import re
 
-from waker.asgi_parts import Refused, Send
+from waker.asgi_parts import Send, WakerRefusal
 from waker.supervisor import RUNNING, PersonaWorker
 
 # The worker's admin (penelope_site/urls.py), and where the worker serves its
@@ -45,7 +45,7 @@ def is_admin_path(path: str) -> bool:
     return path.startswith(ADMIN_PREFIX) or path.startswith(STATIC_PREFIX)
 
 
-class Asleep(Refused):
+class Asleep(WakerRefusal):
     """A keyless request for the admin of a worker that is not running: 503,
     and a short page for the person who followed the link."""
 
@@ -82,11 +82,13 @@ def refuse_unless_running(worker: PersonaWorker) -> None:
 
 
 def check(worker: PersonaWorker, method: str, path: str) -> None:
-    """Refused (405) for a method the admin does not send, Asleep (503) for
+    """WakerRefusal (405) for a method the admin does not send, Asleep (503) for
     a worker that is not running; before anything is forwarded."""
     allowed = ADMIN_METHODS if path.startswith(ADMIN_PREFIX) else STATIC_METHODS
     if method not in allowed:
-        raise Refused(405, f"Method {method} is not allowed here; use {' or '.join(allowed)}.", allow=", ".join(allowed))
+        raise WakerRefusal(
+            405, f"Method {method} is not allowed here; use {' or '.join(allowed)}.", allow=", ".join(allowed)
+        )
     refuse_unless_running(worker)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from core.api import StatusError
 from waker.api import encode, error_body
 
 Scope = dict[str, Any]
@@ -17,9 +18,11 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class Refused(Exception):
+class WakerRefusal(StatusError):
     """A request the waker answers itself, with its status and one sentence
-    (a socket's handshake is refused whatever the status: daphne has 403 only)."""
+    (a socket's handshake is refused whatever the status: daphne has 403 only).
+    A refusal whose status is its meaning, like the worker's `ApiError`; it
+    answers in plain ASGI (`answer`), never through the worker's handler."""
 
     def __init__(
         self,
@@ -31,8 +34,8 @@ class Refused(Exception):
         retry_after: int | None = None,
         turn: Callable[[], Awaitable[None]] | None = None,
     ):
-        super().__init__(message)
-        self.status, self.message, self.realm, self.allow = status, message, realm, allow
+        super().__init__(status, message)
+        self.realm, self.allow = realm, allow
         self.retry_after = retry_after
         # A wrong key's: its turn to be refused (core/wrong_keys.py), awaited before the answer.
         self.turn = turn

@@ -33,7 +33,7 @@ from core.api import status_of
 from core.wrong_keys import KeyFlood, scope_address
 from waker import admin_forward, socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches
-from waker.asgi_parts import Receive, Refused, Responder, Scope, Send, read_body, send_error, until_disconnected
+from waker.asgi_parts import Receive, Responder, Scope, Send, WakerRefusal, read_body, send_error, until_disconnected
 from waker.socket_relay import loggable, masked
 from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
 
@@ -109,11 +109,11 @@ def read_key_never_wakes(name: str, state: str) -> str:
 
 
 async def wake(worker: PersonaWorker) -> None:
-    """Start the worker unless it runs, for a request or a socket; Refused (503) when it did not start."""
+    """Start the worker unless it runs, for a request or a socket; WakerRefusal (503) when it did not start."""
     try:
         await worker.ensure_running()
     except StartFailed as error:
-        raise Refused(503, f"Persona {worker.persona.name}'s worker did not start: {error.message}") from None
+        raise WakerRefusal(503, f"Persona {worker.persona.name}'s worker did not start: {error.message}") from None
 
 
 class WakerApplication:
@@ -133,12 +133,12 @@ class WakerApplication:
 
     def route(self, scope: Scope) -> Route:
         """The route of a request or socket under `/w/`, its key checked unless
-        it is live's or the admin's; Refused, before anything is woken, when it has none."""
+        it is live's or the admin's; WakerRefusal, before anything is woken, when it has none."""
         name_raw, target = _split(scope.get("raw_path") or scope["path"].encode())
         name = unquote(name_raw.decode("latin-1"))
         worker = self.supervisor.get(name)
         if worker is None:
-            raise Refused(404, f"No persona {name[:64]}.")
+            raise WakerRefusal(404, f"No persona {name[:64]}.")
         path = unquote(target.decode("latin-1"))
         socket = scope["type"] == "websocket"
         live = path.startswith(LIVE_PREFIX)
@@ -151,7 +151,7 @@ class WakerApplication:
             if socket
             else (live or admin or path.startswith(API_PREFIX))
         ):
-            raise Refused(
+            raise WakerRefusal(
                 404,
                 f"No route {scope['path'][:200]}: the waker forwards /w/{name}/api/v1/..., /w/{name}/live/... and "
                 f"/w/{name}/admin/... with its /w/{name}/static/... (and sockets at /w/{name}/cdp/<token>) only.",
@@ -165,13 +165,15 @@ class WakerApplication:
             # worker's memory, so a stopped worker holds none, and a keyless
             # request that started it could only ever be refused.
             if not socket and scope["method"] not in LIVE_METHODS:
-                raise Refused(405, f"Method {scope['method']} is not allowed here; use GET or HEAD.", allow="GET, HEAD")
+                raise WakerRefusal(
+                    405, f"Method {scope['method']} is not allowed here; use GET or HEAD.", allow="GET, HEAD"
+                )
             if worker.state != RUNNING:
-                raise Refused(404, "Not found.")
+                raise WakerRefusal(404, "Not found.")
         elif path == HEALTH_PATH:
             # Health needs no key, so it never wakes a worker.
             if worker.state != RUNNING:
-                raise Refused(
+                raise WakerRefusal(
                     503,
                     f"Persona {name}'s worker is {worker.state}. Health never wakes a worker: any other request "
                     f"through /w/{name}/ with its key does, as does POST /api/v1/personas/{name}/start.",
@@ -179,12 +181,12 @@ class WakerApplication:
         elif not self.key_accepted(scope, worker):
             # Checked here too, so a client without a key cannot wake a worker;
             # what a read key may do is the worker's to say.
-            raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope")
+            raise WakerRefusal(401, WORKER_KEY_REQUIRED, realm="penelope")
         elif not any_key_matches(
             dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"), worker.persona.key.split()
         ):
             if worker.state != RUNNING:
-                raise Refused(503, read_key_never_wakes(name, worker.state))
+                raise WakerRefusal(503, read_key_never_wakes(name, worker.state))
             return Route(worker, target, by_token=False, reads_only=True)
         return Route(worker, target, by_token=live or cdp, cdp=cdp)
 
@@ -196,7 +198,7 @@ class WakerApplication:
             return
         try:
             route = self.route(scope)
-        except Refused as refused:
+        except WakerRefusal as refused:
             await refused.answer(send)
             return
         responder = Responder(send)
@@ -223,8 +225,8 @@ class WakerApplication:
             elif not route.reads_only:
                 await wake(worker)
             elif worker.state != RUNNING:  # stopped since its route was found
-                raise Refused(503, read_key_never_wakes(name, worker.state))
-        except Refused as refused:
+                raise WakerRefusal(503, read_key_never_wakes(name, worker.state))
+        except WakerRefusal as refused:
             await refused.answer(send)
             return
         headers = [(key, value) for key, value in scope["headers"] if key not in NOT_FORWARDED]
@@ -282,9 +284,9 @@ class WakerApplication:
             return
         try:
             if not scope["path"].startswith(PREFIX):
-                raise Refused(404, f"No socket at {scope['path'][:200]}.")
+                raise WakerRefusal(404, f"No socket at {scope['path'][:200]}.")
             route = self.route(scope)
-        except Refused as refused:
+        except WakerRefusal as refused:
             log.info("socket %s refused: %s", loggable(scope["path"]), masked(refused.message))
             await refused.taken()
             await send({"type": "websocket.close"})
@@ -309,11 +311,11 @@ class WakerApplication:
         async def open_() -> socket_relay.ClientConnection:
             if route.by_token:  # never woken (see `route`), even by a stop since it was found
                 if route.worker.state != RUNNING:
-                    raise Refused(404, "Not found.")
+                    raise WakerRefusal(404, "Not found.")
             elif not route.reads_only:
                 await wake(route.worker)
             elif route.worker.state != RUNNING:
-                raise Refused(503, read_key_never_wakes(route.worker.persona.name, route.worker.state))
+                raise WakerRefusal(503, read_key_never_wakes(route.worker.persona.name, route.worker.state))
             return await socket_relay.open_to_worker(
                 route.url(scope), headers, scope.get("subprotocols") or [], max_size=max_size
             )
@@ -329,7 +331,7 @@ class WakerApplication:
         if opening.cancelled():
             return None
         if (error := opening.exception()) is not None:
-            if isinstance(error, Refused | socket_relay.WorkerRefused):
+            if isinstance(error, WakerRefusal | socket_relay.WorkerHandshakeFailed):
                 log.info("socket %s refused: %s", loggable(scope["path"]), masked(str(error)))
             else:
                 log.error("opening socket %s failed", loggable(scope["path"]), exc_info=error)
@@ -353,9 +355,11 @@ class WakerApplication:
         try:
             due = guard.judge(address, lambda: any_key_matches(given, worker.persona.accepted_keys))
         except KeyFlood as flood:
-            raise Refused(status_of(flood), flood.message, retry_after=flood.retry_after_s) from None
+            raise WakerRefusal(status_of(flood), flood.message, retry_after=flood.retry_after_s) from None
         if due is not None:
-            raise Refused(401, WORKER_KEY_REQUIRED, realm="penelope", turn=functools.partial(guard.refusal, address, due))
+            raise WakerRefusal(
+                401, WORKER_KEY_REQUIRED, realm="penelope", turn=functools.partial(guard.refusal, address, due)
+            )
         return True
 
 

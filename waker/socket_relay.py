@@ -101,7 +101,7 @@ def forwarded_for(headers: list[tuple[bytes, bytes]], client: tuple[str, int] | 
     return [*kept, (b"x-forwarded-for", client[0].encode("latin-1"))] if client else kept
 
 
-class WorkerRefused(Exception):
+class WorkerHandshakeFailed(Exception):
     """The worker did not open the socket: it refused the handshake, or did
     not answer it. The client's handshake is then refused too."""
 
@@ -121,9 +121,9 @@ async def open_to_worker(
             **UPSTREAM,
         )
     except InvalidStatus as refused:
-        raise WorkerRefused(f"the worker answered the handshake {refused.response.status_code}") from None
+        raise WorkerHandshakeFailed(f"the worker answered the handshake {refused.response.status_code}") from None
     except (OSError, TimeoutError, InvalidHandshake) as error:
-        raise WorkerRefused(f"the worker did not open the socket: {error!r}") from None
+        raise WorkerHandshakeFailed(f"the worker did not open the socket: {error!r}") from None
 
 
 async def relay(upstream: ClientConnection, receive: Receive, send: Send) -> None:

@@ -23,7 +23,7 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,31}")
 PLACEHOLDER = re.compile(r"\{\{ (\w+) \}\}")
 
 
-class ScaffoldRefused(Exception):
+class ScaffoldNotMade(Exception):
     """The name or the folder cannot take a new family; the message says why."""
 
 
@@ -33,29 +33,31 @@ def check_name(name: str) -> None:
     would import the other module, or the family would hide it), or names
     a family the worker loads."""
     if not NAME_PATTERN.fullmatch(name):
-        raise ScaffoldRefused(
+        raise ScaffoldNotMade(
             f"A family's name is 1 to 32 of a-z, 0-9 and _, starting with a letter (e.g. shop); {name!r} is not."
         )
     if keyword.iskeyword(name):
-        raise ScaffoldRefused(f"{name} is a Python keyword, so no module can have it: choose another name.")
+        raise ScaffoldNotMade(f"{name} is a Python keyword, so no module can have it: choose another name.")
     if name in sys.stdlib_module_names or importlib.util.find_spec(name) is not None:
-        raise ScaffoldRefused(f"A module named {name} can be imported already: choose a name no module has.")
+        raise ScaffoldNotMade(f"A module named {name} can be imported already: choose a name no module has.")
     try:
         loaded = families()
     except PluginsInvalid as error:
-        raise ScaffoldRefused(f"The families this worker loads cannot be read, to check the name: {error}") from None
+        raise ScaffoldNotMade(f"The families this worker loads cannot be read, to check the name: {error}") from None
     if name in loaded:
-        raise ScaffoldRefused(f"The worker loads a family named {name} already (PENELOPE_PLUGINS): choose another name.")
+        raise ScaffoldNotMade(
+            f"The worker loads a family named {name} already (PENELOPE_PLUGINS): choose another name."
+        )
 
 
 def check_folder(folder: Path, name: str) -> Path:
     """Where the family goes, `folder/name`: `folder` must exist, and
     nothing named `name` in it may."""
     if not folder.is_dir():
-        raise ScaffoldRefused(f"{folder} is not a folder: make it first, or name another with --dir.")
+        raise ScaffoldNotMade(f"{folder} is not a folder: make it first, or name another with --dir.")
     for taken in (folder / name, folder / f"{name}.py"):
         if taken.exists() or taken.is_symlink():
-            raise ScaffoldRefused(f"{taken} exists already; startfamily never overwrites anything.")
+            raise ScaffoldNotMade(f"{taken} exists already; startfamily never overwrites anything.")
     return folder / name
 
 

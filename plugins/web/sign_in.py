@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from core.shapes import Text
 from plugins.framework import Context, PluginError
-from plugins.signing_in import CredentialRefused, fill_form
+from plugins.signing_in import CredentialOffOrigin, fill_form
 from plugins.web.base import family
 
 NAME = r"[a-z0-9_-]{1,64}"
@@ -58,7 +58,7 @@ async def fill_credential(page: Page, params: dict[str, Any], ctx: Context) -> d
     try:
         submit, frame = params.get("submit_selector"), params.get("frame_selector")
         done = await fill_form(page, revealed, fields, submit, frame=frame)
-    except CredentialRefused as refused:
+    except CredentialOffOrigin as refused:
         raise PluginError(403, str(refused), ctx.page_id, retry=False) from None
     except (LookupError, ValueError) as error:
         raise PluginError(422, f"fill-credential with {name}: {error}.", ctx.page_id, retry=False) from None

@@ -36,7 +36,7 @@ class Command(BaseCommand):
                 )
             else:
                 self.rotate_key_file()
-        except rotation.RotationRefused as refused:
+        except rotation.RotationCannotRun as refused:
             raise CommandError(refused.message) from None
 
     def rotate_key_file(self) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.api import ApiError
-from plugins.shell import Shell, ShellRefused, check_headed, find, parameters
+from plugins.shell import Shell, ShellCannotRun, check_headed, find, parameters
 
 
 class Command(BaseCommand):
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             action = find(options["route"])
             check_headed(options["headed"])
             data = parameters(options["json"], options["param"])
-        except ShellRefused as refused:
+        except ShellCannotRun as refused:
             raise CommandError(str(refused)) from None
         try:
             params = action.validate(data)
@@ -58,7 +58,7 @@ class Command(BaseCommand):
                       profile=options["profile"], media_dir=options["media_dir"])
         try:
             outcome = asyncio.run(shell.run())
-        except ShellRefused as refused:
+        except ShellCannotRun as refused:
             raise CommandError(str(refused)) from None
         finally:
             self.say_trace(shell)

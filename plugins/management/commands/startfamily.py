@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from plugins.scaffold import ScaffoldRefused, write_family
+from plugins.scaffold import ScaffoldNotMade, write_family
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         folder = Path(dir).expanduser().absolute()
         try:
             written = write_family(name=name, folder=folder, penelope_home=settings.BASE_DIR)
-        except ScaffoldRefused as error:
+        except ScaffoldNotMade as error:
             raise CommandError(str(error)) from None
         self.stdout.write(f"Wrote the family {name} in {folder / name}:")
         for path in written:
