@@ -36,7 +36,7 @@ from core import metrics
 from core.api import ApiError
 from core.db_thread import on_db_thread
 from core.rest import ApiView
-from core.runtime import runtime_of
+from core.runtime import WorkerRuntime, runtime_of
 from core.schema import operation
 from live.screencast import Casts
 from media_store import store as media
@@ -71,7 +71,7 @@ class WorkerState(Collector):
     memory (on the loop), the store and the browser's memory as read for it."""
 
     def __init__(
-        self, runtime: Any, store: StoreReading, browser_bytes: int | None, stay_awake: bool | None = None
+        self, runtime: WorkerRuntime, store: StoreReading, browser_bytes: int | None, stay_awake: bool | None = None
     ) -> None:
         self.store = store
         self.browser_bytes = browser_bytes

@@ -7,6 +7,14 @@ the request log, the live links…) and the ASGI application
 serves. A view reads the part it needs through `runtime_of`; no app imports
 the runtime's class, which sits above them all.
 
+`WorkerRuntime` is what the apps take from the runtime, typed: `runtime_of`
+answers one. The runtime's class sits on the top floor and core on the
+bottom, so core names neither it nor the classes of its parts that live in
+the apps above core (the pages, the job runner…): those parts are `Any`
+here, and typed by the accessor of the app that owns each (`pages_of`,
+`runner_of`, `codes_of`). tests/test_runtime_type.py checks that a real
+runtime has every part named, and that the apps use no part unnamed.
+
 `Tasks.spawn` runs background tasks on the worker's event loop, none of
 which dies silently. It keeps each task referenced until it ends (the loop
 itself holds only weak references) and logs its exception, naming what the
@@ -29,12 +37,13 @@ import logging
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from django.conf import settings
 
 from core.awake import must_stay_awake, read_next_wake, write_next_wake
 from core.errors import Refusal
+from core.wrong_keys import WrongKeys
 
 SCOPE_KEY = "penelope.runtime"
 
@@ -45,7 +54,33 @@ class NoRuntime(LookupError):
     """A request that came in through no worker's application (a test's bare request)."""
 
 
-def runtime_of(holder: Any) -> Any:
+@runtime_checkable
+class WorkerRuntime(Protocol):
+    """The parts of the worker's runtime (worker/runtime.py) the apps use.
+    A part whose class core may not import is `Any`, its class named: the
+    apps' classes sit above core (docs/design/LAYOUT.md), and a protocol of
+    each here would copy its methods, to drift from them."""
+
+    tasks: Tasks
+    tracker: Tracker
+    wrong_keys: WrongKeys
+    downloading: set[str]  # one-shot media links being downloaded now (media_store/views.py)
+    # core.events.Bus: core/events.py imports this module (for Tasks), and
+    # loads the event log's models, which this module, imported before
+    # Django's apps are ready (through the plugins), must not.
+    bus: Any
+    pages: Any  # browser.registry.PageRegistry, typed by browser.registry.pages_of
+    links: Any  # live.links.Links
+    casts: Any  # live.screencast.Casts
+    questions: Any  # live.human.Questions
+    demo_codes: Any  # demo_site.sign_in.SignInCodes, typed by demo_site.sign_in.codes_of
+    request_log: Any  # activity.log.RequestLog
+    cdp: Any  # cdp.hub.CdpHub
+    jobs: Any  # jobs.runner.JobRunner, typed by jobs.starting.runner_of
+    schedules: Any  # schedules.firing.ScheduleFirer
+
+
+def runtime_of(holder: Any) -> WorkerRuntime:
     """The runtime of a request (Django's or DRF's) or of a socket's consumer:
     whatever carries the ASGI scope it came in with, or the scope itself. A WSGI request (Django's
     test client, in the admin's tests) carries it in its environ."""
@@ -58,7 +93,7 @@ def runtime_of(holder: Any) -> Any:
         raise NoRuntime("This request came through no worker's application: it has no runtime.") from None
 
 
-def with_runtime(application: Any, runtime: Any) -> Any:
+def with_runtime(application: Any, runtime: WorkerRuntime) -> Any:
     """`application`, with `runtime` in the scope of everything it serves."""
 
     async def serve(scope: dict, receive: Any, send: Any) -> None:

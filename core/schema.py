@@ -8,6 +8,7 @@ shapes it names are the serializers that render its answers
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -191,18 +192,14 @@ def without_enum_ids(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 # --- the schema route ----------------------------------------------------------------------
 
-_generated: dict[str, Any] | None = None
 
-
+@functools.cache
 def generate() -> dict[str, Any]:
     """The worker's OpenAPI document; it depends only on the code and the
-    settings, so it is generated once per process."""
-    global _generated
-    if _generated is None:
-        from drf_spectacular.generators import SchemaGenerator
+    settings, so it is generated once per process (the cache holds it)."""
+    from drf_spectacular.generators import SchemaGenerator
 
-        _generated = SchemaGenerator().get_schema(request=None, public=True)
-    return _generated
+    return SchemaGenerator().get_schema(request=None, public=True)
 
 
 class OpenApiDocument(serializers.Serializer):
@@ -230,5 +227,9 @@ class SchemaView(ApiView):
     )
     async def get(self, request: Any) -> Any:
         # Generation imports and inspects code: keep it off the event loop.
-        document = _generated or await sync_to_async(generate, thread_sensitive=False)()
+        # Once generated, the cache answers at once, with no thread to hop to.
+        if generate.cache_info().currsize:
+            document = generate()
+        else:
+            document = await sync_to_async(generate, thread_sensitive=False)()
         return answer(OpenApiDocument, document)

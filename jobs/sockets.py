@@ -78,7 +78,7 @@ class EventStream(AsyncWebsocketConsumer):
             return
         # Counted here and taken below with no await between; a read key
         # leaves the full key its share (core/caps.py).
-        self.bus = runtime_of(self).bus
+        self.bus: events.Bus = runtime_of(self).bus
         if not has_room(key_role(authorization), self.bus.sockets, settings.MAX_EVENT_SOCKETS):
             await self.close()
             return

@@ -28,7 +28,6 @@ ALLOWED = {
     "core/api.py:_renderer": "a JSON renderer, which holds nothing between calls",
     "core/metrics.py:_request_series": "a cache of the Prometheus collectors' labelled series",
     "core/rest.py:_shapes": "a cache of serializers built from classes, the same for every worker",
-    "core/schema.py:_generated": "the OpenAPI document, generated once from the code",
     "plugins/demo.py:family": "the plugin registry: a family and its actions",
     "plugins/primitives.py:primitives": "the plugin registry: the primitives",
     "plugins/web/base.py:family": "the plugin registry: a family and its actions",
@@ -102,3 +101,20 @@ def test_the_finder_sees_a_module_s_state(tmp_path):
         "def bump():\n    global count\n    count = 1\n"
     )
     assert module_state(module) == {"pending", "seen", "lock", "buffer", "registry", "count"}
+
+
+def test_no_module_rebinds_a_global():
+    """No app's module rebinds a name with `global`: a value made once is a
+    cache (`functools.cache`) or the runtime's, never a name reassigned."""
+    rebound = []
+    for path in python_files():
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] not in FLOORS or "migrations" in relative.parts:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        rebound += [
+            f"{relative.as_posix()}:{node.lineno}: global {', '.join(node.names)}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Global)
+        ]
+    assert not rebound, "`global` statements (use functools.cache, or the runtime):\n" + "\n".join(rebound)
