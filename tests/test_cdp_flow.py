@@ -197,8 +197,12 @@ def test_a_large_message_in_flight_leaves_the_worker_answering_and_the_client_un
 
             wait_until(client_unread, what=f"the worker reading nothing more of the client while the {stopped} is stopped")
             assert sending.is_alive()
-            for pid, was in before.items():  # one message in a few copies, not all three
-                assert resident_mb(pid) < was + 5 * big / MIB, (pid, was, resident_mb(pid))
+            # One message in the copies it passes through on its way (the
+            # frames, the text, the parsed object, the parts written): the
+            # worker grew 41 to 80 MB here, the bound leaves room above that.
+            # All three held, as before the bound, is three times as much.
+            for pid, was in before.items():
+                assert resident_mb(pid) < was + 7 * big / MIB, (pid, was, resident_mb(pid))
         finally:
             os.kill(target, signal.SIGCONT)
         sending.join(60)
