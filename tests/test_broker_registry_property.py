@@ -67,7 +67,7 @@ from core.routes import ANY
 from tests.support.fake_browser import Clock, FakeBrowser, FakeTab, World, settle
 
 NAMED = ["main", "p1", "p2"]
-TARGETS = st.sampled_from([*NAMED, ANY])
+TARGETS = st.sampled_from([*NAMED, ANY, ANY])
 # What a caller sends in X-Lease: none, the page's lease (the one the harness took), another.
 LEASES = st.sampled_from(["none", "own", "own", "wrong"])
 WRONG_LEASE = "0" * 32
@@ -84,7 +84,10 @@ steps = st.lists(
         st.tuples(st.just("release"), SLOTS),
         st.tuples(st.just("cancel"), SLOTS),
         st.tuples(st.just("abandon"), SLOTS),
+        # A holder lets go and a waiter stops in the same turn of the loop: the page may be handed to it just before.
+        st.tuples(st.just("release_then"), SLOTS, SLOTS, st.sampled_from(["cancel", "abandon"])),
         st.tuples(st.just("lease"), st.sampled_from([*NAMED, "pool-1"]), st.sampled_from([1.0, 4.0, 60.0])),
+        st.tuples(st.just("lease"), st.sampled_from(["main", "p1"]), st.sampled_from([1.0, 4.0])),
         st.tuples(st.just("unlease"), st.sampled_from([*NAMED, "pool-1"]), st.booleans()),
         st.tuples(st.just("tick"), st.sampled_from([0.5, 2.0, 6.0])),
         st.tuples(st.just("open"), st.sampled_from(["p1", "p2", "p3"])),
@@ -95,7 +98,7 @@ steps = st.lists(
         st.tuples(st.just("stop")),  # the browser stops; its relaunch waits for `up`
         st.tuples(st.just("up")),
     ),
-    min_size=10,
+    min_size=15,
     max_size=50,
 )
 
@@ -120,6 +123,7 @@ class Caller:
     driving: tuple[FakeTab, int] | None = None  # the tab it drives, and the page's tab generation then
     outcome: BaseException | None = None
     step: int = 0  # the step it came in
+    deadline: float | None = None  # past it, it no longer waits
 
     @property
     def taking(self) -> bool:
@@ -142,12 +146,16 @@ class Harness:
     errors: list[Any] = field(default_factory=list)  # errors the loop or a background task reported
     # The waiters each line had after the last step (invariant 4).
     lines_before: list[list[Waiter]] = field(default_factory=list)
-    # An opening failed (a page dropped) and the broker has not tried again since (invariant 1).
+    # An opening failed (a page dropped), and nothing that makes the broker try again (room freed by a
+    # close, a relaunch, a newcomer on `any`) happened since: room may stay free (invariant 1).
     opening_failed: bool = False
+    drops: int = 0  # pages dropped: their opening failed
+    closes: int = 0  # pages closed (DELETE, the idle pool's closing)
     # The waiters on `any` when the step began (invariant 4: nobody jumps them).
     any_before: list[Waiter] = field(default_factory=list)
     steps: list[tuple] = field(default_factory=list)  # for the failure's message
     job_numbers: int = 0
+    priorities: dict[Waiter, int] = field(default_factory=dict)  # the priority each job's waiter was given
 
     @property
     def broker(self) -> Any:
@@ -174,6 +182,8 @@ class Harness:
     def call(self, target: str, lease: str, wait_s: float) -> None:
         """A plain call (plugins/running.py): the browser waited for, then the page, within its wait."""
         caller = self.caller("call", target, 0, self.lease_sent(target, lease))
+        # Its wait, and on `any` the opening of a pool page for it, which takes up to PAGE_WAIT_S.
+        caller.deadline = self.clock() + wait_s + django_settings.PAGE_WAIT_S
 
         async def take() -> Claim:
             deadline = self.clock() + wait_s
@@ -190,8 +200,9 @@ class Harness:
         except DomainError as refused:
             caller.outcome = refused
             return
-        deadline = None if queue_timeout is None else self.clock() + queue_timeout
-        take = self.broker.wait(caller.waiter, deadline=deadline, cancel=caller.cancel)
+        self.priorities[caller.waiter] = priority
+        caller.deadline = None if queue_timeout is None else self.clock() + queue_timeout
+        take = self.broker.wait(caller.waiter, deadline=caller.deadline, cancel=caller.cancel)
         caller.task = asyncio.create_task(self.run(caller, take))
 
     def start(self, target: str, lease: str) -> None:
@@ -277,7 +288,7 @@ class Harness:
             assert self.pages.get(name) is caller.claim.page and self.broker.claims.get(name) is caller.claim, name
             lease = caller.claim.lease
             if lease is not None:
-                assert caller.claim.page.lease is lease or lease.released_at is not None, (
+                assert lease.released_at is not None or (caller.claim.page.lease is lease and not lease.expired(now)), (
                     f"page {name}: lease ended under a call"
                 )
         for caller in self.callers:
@@ -293,8 +304,9 @@ class Harness:
                 )
         for page in self.pages.values():
             for waiter in page.line.waiters:
-                if waiter.waiting and waiter.lease is not None:
-                    assert page.lease is waiter.lease or waiter.lease.released_at is not None, (
+                lease = waiter.lease
+                if waiter.waiting and lease is not None:
+                    assert lease.released_at is not None or (page.lease is lease and not lease.expired(now)), (
                         f"page {page.name}: lease ended under a waiter"
                     )
         # 3. One open tab per page, none orphaned.
@@ -315,21 +327,31 @@ class Harness:
             assert self.registry.room() <= 0 or len(waiting_any) <= opening or self.opening_failed, (
                 f"room for {self.registry.room()} more while {len(waiting_any)} wait on any ({opening} opening)"
             )
-        # 4. First come, first served: what each line handed since the last step went to its first waiters.
+        # 4. First come, first served: what each line handed since the last step went to its first waiters,
+        # by the priority each was given (a plain call's is 0), then arrival; and nobody waits past its deadline.
         for before in self.lines_before:
             served = [waiter for waiter in before if waiter.handed]
             left = [waiter for waiter in before if waiter.waiting]
             for waiter in served:
-                ahead = [other for other in left if other.rank < waiter.rank]
-                assert not ahead, f"a waiter ranked {waiter.rank} served before {[o.rank for o in ahead]}"
+                ahead = [other for other in left if self.rank(other) < self.rank(waiter)]
+                assert not ahead, f"a waiter ranked {self.rank(waiter)} served before {[self.rank(o) for o in ahead]}"
+        for caller in self.callers:
+            if caller.taking and caller.deadline is not None:
+                assert now <= caller.deadline, (
+                    f"caller {caller.number} still waits {now - caller.deadline:g} s past its deadline"
+                )
         lines = [self.broker.any_line, *(page.line for page in self.pages.values())]
         self.lines_before = [[waiter for waiter in line.waiters if waiter.waiting] for line in lines]
+
+    def rank(self, waiter: Waiter) -> tuple[int, int]:
+        return (-self.priorities.get(waiter, 0), waiter.rank[1])
 
     # --- steps --------------------------------------------------------------------------------
 
     async def step(self, step: tuple) -> None:
         self.steps.append(step)
         self.any_before = [waiter for waiter in self.broker.any_line.waiters if waiter.waiting]
+        drops, closes, was_up = self.drops, self.closes, self.browser.state == BrowserState.UP
         kind, args = step[0], step[1:]
         if kind == "call":
             self.call(*args)
@@ -342,16 +364,12 @@ class Harness:
             if holding:
                 holding[args[0] % len(holding)].release.set_result(None)
         elif kind in ("cancel", "abandon"):
-            taking = [
-                caller for caller in self.callers if caller.taking and (kind == "abandon" or caller.kind == "job")
-            ]
-            if taking:
-                caller = taking[args[0] % len(taking)]
-                caller.stopped = True
-                if kind == "cancel":
-                    caller.cancel.set_result(None)
-                else:
-                    caller.task.cancel()
+            self.stop(kind, args[0])
+        elif kind == "release_then":
+            holding = [caller for caller in self.callers if caller.holding and not caller.release.done()]
+            if holding:
+                holding[args[0] % len(holding)].release.set_result(None)
+            self.stop(args[2], args[1])
         elif kind == "lease":
             self.lease(*args)
         elif kind == "unlease":
@@ -362,9 +380,9 @@ class Harness:
             self.spawn(self.registry.open(args[0]))
         elif kind == "close":
             name, with_lease = args
-            self.spawn(self.registry.close(name, self.leases.get(name) if with_lease else None))
+            self.spawn(self.registry.close(name, self.leases.get(name) if with_lease else None), closes=True)
         elif kind == "idle_pool":
-            self.spawn(close_idle(self.registry))
+            self.spawn(close_idle(self.registry), closes=True)
         elif kind == "crash":
             page = self.pages.get(args[0])
             if page is not None and page.tab is not None and not page.tab.is_closed():
@@ -379,7 +397,28 @@ class Harness:
         await settle()
         if kind != "flaky":
             self.world.failing = False
+        self.note_retries(drops, closes, was_up)
         self.check()
+
+    def note_retries(self, drops: int, closes: int, was_up: bool) -> None:
+        """Whether room may stay free while `any` waits after this step (the broker's invariant 6)."""
+        joined_any = any(waiter.waiting and waiter not in self.any_before for waiter in self.broker.any_line.waiters)
+        relaunched = not was_up and self.browser.state == BrowserState.UP
+        if self.drops > drops:
+            self.opening_failed = True
+        elif self.closes > closes or relaunched or joined_any:
+            self.opening_failed = False
+
+    def stop(self, how: str, slot: int) -> None:
+        """A job cancelled while it waits, or a caller gone (its task cancelled)."""
+        taking = [caller for caller in self.callers if caller.taking and (how == "abandon" or caller.kind == "job")]
+        if taking:
+            caller = taking[slot % len(taking)]
+            caller.stopped = True
+            if how == "cancel":
+                caller.cancel.set_result(None)
+            else:
+                caller.task.cancel()
 
     def lease(self, name: str, ttl: float) -> None:
         page = self.pages.get(name)
@@ -400,14 +439,16 @@ class Harness:
             return
         self.leases.pop(name, None)
 
-    def spawn(self, work: Awaitable[Any]) -> None:
+    def spawn(self, work: Awaitable[Any], *, closes: bool = False) -> None:
         """A request's work: its refusal is an answer; anything else fails the check."""
 
         async def answer() -> None:
             try:
-                await work
+                done = await work
             except DomainError:
-                pass
+                return
+            if closes:
+                self.closes += 1 if done is None else done  # close_idle answers how many it closed
 
         asyncio.create_task(answer())
 
@@ -458,7 +499,7 @@ class Reported(logging.Handler):
         self.errors.append(record.getMessage())
 
 
-def on_clock(play: Any) -> Any:
+def on_clock(play: Any) -> None:
     """Run `play(harness)` on the event loop, time.monotonic being the harness's clock."""
 
     async def main() -> None:
@@ -471,18 +512,11 @@ def on_clock(play: Any) -> Any:
             logging.getLogger("penelope.tasks").addHandler(reported)
             original_drop = pages.registry.drop
 
-            def drop(page: ManagedPage) -> None:
+            def drop(page: ManagedPage) -> None:  # counted: an opening failed
+                pages.drops += 1
                 original_drop(page)
-                pages.opening_failed = True  # the broker tries again at its next open_for_any
-
-            original_open_for_any = pages.broker.open_for_any
-
-            def open_for_any() -> None:
-                pages.opening_failed = False
-                original_open_for_any()
 
             pages.registry.drop = drop  # type: ignore[method-assign]
-            pages.broker.open_for_any = open_for_any  # type: ignore[method-assign]
             try:
                 await play(pages)
             finally:
@@ -528,20 +562,52 @@ LEASE_ACROSS_A_RELAUNCH = [
     ("crash", "p1"),
     ("release", 0),
 ]
+# A holder lets go of main and, in the same turn, the job it would hand main to is cancelled (or its
+# caller goes): main goes on to the next, a plain call.
+HANDED_THEN_STOPPED = [
+    ("call", "main", "none", 5.0),
+    ("job", "main", 1, "none", None),
+    ("call", "main", "none", 5.0),
+    ("release_then", 0, 0, "cancel"),
+    ("job", "main", 1, "none", None),
+    ("release_then", 0, 0, "abandon"),
+]
+# Both pages busy and the browser down: the pool page opened for a job on `any` waits for it past
+# PAGE_WAIT_S and is dropped; the relaunch is room freed: the job gets a pool page then.
+RELAUNCH_AFTER_A_FAILED_OPENING = [
+    ("call", "main", "none", 5.0),
+    ("call", "p1", "none", 5.0),
+    ("stop",),
+    ("job", ANY, 0, "none", None),
+    ("tick", 6.0),
+    ("up",),
+]
+# Both pages busy; a pool page's opening fails for a job queued on `any`, which waits with room
+# free until the next change; a job's start on `any` then must not take that room before it.
+AFTER_A_FAILED_OPENING = [
+    ("call", "main", "none", 5.0),
+    ("call", "p1", "none", 5.0),
+    ("flaky",),
+    ("job", ANY, 0, "none", None),
+    ("start", ANY, "none"),
+]
 
 
 @settings(
-    max_examples=150,
+    max_examples=400,
     deadline=None,
     database=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(steps)
-@example(ROOM_FREED_WHILE_ANY_WAITS)
-@example(LEASE_ACROSS_A_RELAUNCH)
-def test_random_interleavings_keep_the_registrys_invariants(script):
-    with override_settings(MAX_PAGES=3, PAGE_WAIT_S=5, POOL_PAGE_IDLE_S=3):
+@given(steps, st.sampled_from([2, 3]))
+@example(ROOM_FREED_WHILE_ANY_WAITS, 3)
+@example(LEASE_ACROSS_A_RELAUNCH, 3)
+@example(HANDED_THEN_STOPPED, 3)
+@example(AFTER_A_FAILED_OPENING, 3)
+@example(RELAUNCH_AFTER_A_FAILED_OPENING, 3)
+def test_random_interleavings_keep_the_registrys_invariants(script, max_pages):
+    with override_settings(MAX_PAGES=max_pages, PAGE_WAIT_S=5, POOL_PAGE_IDLE_S=3):
         on_clock(lambda pages: play_script(pages, script))
 
 

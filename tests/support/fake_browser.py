@@ -16,7 +16,10 @@ Time is `Clock`: patched in as `time.monotonic`, it is the event loop's
 time too (asyncio's loop reads `time.monotonic()`), so deadlines, lease
 expiries and the broker's timers fire when the test moves it, never from a
 real sleep. A test on this clock awaits nothing that needs a timer: it
-spawns what may block and `settle`s, and the loop never sleeps."""
+spawns what may block and `settle`s, and the loop never sleeps. (Dataclass
+fields whose default is `time.monotonic` itself, bound at import, still
+read the real clock: a new page's `last_used`, a lease's `taken_at`; the
+clock starts at the real one, so they read as a little in its past.)"""
 
 from __future__ import annotations
 
