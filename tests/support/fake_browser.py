@@ -172,20 +172,34 @@ class FakeBrowser(Browser):
         return context.pages[0]
 
 
-def quiet(loop: asyncio.AbstractEventLoop) -> bool:
-    """Nothing can run now: no callback ready, no timer due. What has not
-    ended waits for a future, or for a timer that only the clock's advance
-    brings due. (The ready queue has no public reader; this is a test's.)"""
-    ready = loop._ready  # type: ignore[attr-defined]
-    scheduled = loop._scheduled  # type: ignore[attr-defined]
-    return not ready and not any(not timer.cancelled() and timer.when() <= loop.time() for timer in scheduled)
+def awaited(task: asyncio.Task) -> object:
+    """What the task waits on now: the innermost object of its chain of awaits."""
+    inner: object = task.get_coro()
+    while (deeper := getattr(inner, "cr_await", None)) is not None:
+        inner = deeper
+    return inner
+
+
+# Turns of the loop with no task moving before it counts as settled: a
+# timer's callback hands a future to `asyncio.wait`'s, which wakes the task
+# at the turn after, so a task may move two turns after the last one did.
+STILL_TURNS = 5
 
 
 async def settle() -> None:
-    """Run the loop until everything that can run has run."""
-    loop = asyncio.get_running_loop()
+    """Run the loop until everything that can run has run: every task waits
+    on the same thing for STILL_TURNS turns (the loop's ready queue has no
+    public reader), so what has not ended waits for a future, or for a timer
+    only the clock's advance brings due."""
+    me = asyncio.current_task()
+    before: dict[asyncio.Task, object] = {}
+    still = 0
     for _ in range(10_000):
         await asyncio.sleep(0)
-        if quiet(loop):
+        now = {task: awaited(task) for task in asyncio.all_tasks() if task is not me}
+        moved = now.keys() != before.keys() or any(now[task] is not before[task] for task in now)
+        still = 0 if moved else still + 1
+        if still >= STILL_TURNS:
             return
+        before = now
     raise AssertionError("the event loop never settled")
