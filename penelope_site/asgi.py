@@ -16,7 +16,7 @@ django.setup(set_prefix=False)  # first: the handler and the consumers read sett
 from core.seams import ThreadlessApiHandler, keep_request_started_off_api  # noqa: E402
 
 # An API request gets no thread of its own and no hop to one before its view
-# (core/seams/ says what each replaces of Django, and what it saves).
+# (docs/design/SEAMS.md says what each replaces of Django, and what it saves).
 keep_request_started_off_api()
 
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402

@@ -3,7 +3,7 @@ and then in DRF's and adrf's: Django's ASGI handler (piece 1),
 request_started's receivers (2), DRF's request stream (3), adrf's dispatch
 (4), a middleware chain outside Django's handler (5), a hook on a
 response's close (9) and the Django request under DRF's (10).
-core/seams/__init__.py says what each replaces or relies on, and why.
+docs/design/SEAMS.md says what each replaces or relies on, why, and what it pays.
 
 Imports no DRF views (and with them Django's admin): the waker imports
 this package for its bounded requests."""
