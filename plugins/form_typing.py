@@ -21,6 +21,7 @@ by naming the frame, which must itself be on the credential's origin.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,6 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 
-from core.seams import on_cdp_events, send_cdp
 from plugins.form_scripts import CLICK_JS, EMPTY_JS, FOCUS_JS, FRAME_JS, HOLDERS, ORIGIN_JS, TYPE_JS, WATCH_JS
 
 if TYPE_CHECKING:
@@ -174,19 +174,20 @@ class Filling:
         From here on, the navigations of the page and of the form's frame
         are watched."""
         session = self.session
-        tree = await send_cdp(session, "Page.getFrameTree", {})
-        frame_id = tree["result"]["frameTree"]["frame"]["id"]
+        tree = await session.send("Page.getFrameTree", {})
+        frame_id = tree["frameTree"]["frame"]["id"]
         self.frames.add(frame_id)
-        on_cdp_events(session, self._note)
-        await send_cdp(session, "Page.enable", {})
+        for method in LEAVING_EVENTS:
+            session.on(method, functools.partial(self._note, method))
+        await session.send("Page.enable", {})
         context = await _world(session, frame_id)
         where = "the page"
         if frame is not None:
             found = await _call(session, context, FRAME_JS, frame, by_value=False)
             if not isinstance(found, Remote):
                 raise LookupError(f"the frame ({frame}) is {_missing(found)}")
-            described = await send_cdp(session, "DOM.describeNode", {"objectId": found.object_id})
-            frame_id = described["result"]["node"].get("frameId") or ""
+            described = await session.send("DOM.describeNode", {"objectId": found.object_id})
+            frame_id = described["node"].get("frameId") or ""
             self.frames.add(frame_id)
             where = f"the frame {frame}"
             try:
@@ -287,13 +288,12 @@ class Filling:
             selectors = [selector for selector in fields.values() if selector]
             await self.settle(_call(self.session, self.form.context, EMPTY_JS, selectors))
 
-    def _note(self, event: dict[str, Any]) -> None:
+    def _note(self, method: str, params: dict[str, Any] | None) -> None:
         """A navigation of the page or of the form's frame: from its start
         the form's document is leaving; once the form's frame commits
         another document (or goes to another process, another site's), the
         form was left."""
-        params = event.get("params") or {}
-        method = event.get("method")
+        params = params or {}
         frame_id = params.get("frameId") or (params.get("frame") or {}).get("id")
         if frame_id not in self.frames:
             return
@@ -314,8 +314,8 @@ class Filling:
 
 
 async def _world(session: Any, frame_id: str) -> int:
-    answer = await send_cdp(session, "Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
-    return answer["result"]["executionContextId"]
+    answer = await session.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
+    return answer["executionContextId"]
 
 
 async def _call(session: Any, where: int | Remote, function: str, *arguments: Any, by_value: bool = True) -> Any:
@@ -328,10 +328,9 @@ async def _call(session: Any, where: int | Remote, function: str, *arguments: An
         {"objectId": argument.object_id} if isinstance(argument, Remote) else {"value": argument}
         for argument in arguments
     ]
-    answer = await send_cdp(session, "Runtime.callFunctionOn", {
+    result = await session.send("Runtime.callFunctionOn", {
         "functionDeclaration": function, **target, "arguments": passed, "returnByValue": by_value,
     })  # fmt: skip
-    result = answer["result"]
     if "exceptionDetails" in result:  # never said back: the arguments may hold a secret
         raise LookupError("the form's document refused the worker's script")
     returned = result["result"]

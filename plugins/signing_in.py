@@ -4,13 +4,15 @@ of each use, and a sign-in form filled without the secrets being recorded.
 `ctx.credential(name)` (plugins/framework.py) answers the credential's
 values only while the page is on the credential's own origin, so no flow can
 type one site's password into another. `fill_form` types them through a
-CDP session of the worker's own, as internal calls: Playwright's trace
-(X-Debug) records every API call with its arguments and, before each
-recorded action, a snapshot of the page that holds every field's value
-(`__playwright_value_`, a password field's too). So nothing it records runs
-while a secret sits in a field: the focus, the typing and the submit are
-internal calls, and a form that stays on the page after its submit has its
-fields emptied before the flow goes on. Without a submit the values stay in
+CDP session of the worker's own (Playwright's public `CDPSession.send`):
+Playwright's trace (X-Debug) records every call on the page and its context
+with its arguments and, before each recorded action, a snapshot of the page
+that holds every field's value (`__playwright_value_`, a password field's
+too), but not a CDP session's messages (tests/test_fill_credential.py
+searches every trace member for the secrets). So nothing it records runs
+while a secret sits in a field: the focus, the typing and the submit go
+through the session, and a form that stays on the page after its submit has
+its fields emptied before the flow goes on. Without a submit the values stay in
 the form for the flow's next step, which Playwright records as any step.
 Each value goes into the form's document only, checked as it is typed
 (plugins/form_typing.py).

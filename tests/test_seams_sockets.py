@@ -1,11 +1,11 @@
-"""The upstream behaviour pieces 16 to 19 of core/seams rely on, one test
+"""The upstream behaviour pieces 16, 18 and 19 of core/seams rely on (17
+went back to Playwright's public API: docs/design/SEAMS.md), one test
 each beside tests/test_seams.py's (here, in a module of their own: a test
 there leaves an event loop running in its thread, where Playwright's sync
 API and asyncio.run refuse to start)."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import re
@@ -96,47 +96,6 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
     assert closes == [{"code": 4001, "reason": "The lease ended."}], (
         "seam 16 size_socket_messages: what the seam makes of it changed"
     )
-
-
-# --- 17. a CDP session's messages, under Playwright's API -----------------------------------------
-
-
-def test_send_cdp_sends_at_once_and_on_cdp_events_hears_every_event():
-    """`send_cdp` sends through the CDP session's connection as an internal
-    call and answers the future of its result; `on_cdp_events` hears each
-    event as `{"method", "params"}`. If this fails, Playwright moved its
-    connection or the session's event: adapt core/seams/browser.py (the
-    mux, cdp/mux.py, sends and hears everything through them)."""
-    from tests.support.faults import real_chromium
-
-    asyncio.run(heard_and_answered(real_chromium()))
-
-
-async def heard_and_answered(executable: str) -> None:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            page = await browser.new_page()
-            session = await page.context.new_cdp_session(page)
-            heard = []
-            seams.on_cdp_events(session, heard.append)
-            sent = seams.send_cdp(session, "Runtime.evaluate", {"expression": "console.log('hi'); 6 * 7"})
-            enabled = seams.send_cdp(session, "Runtime.enable", {})
-            assert (await sent)["result"]["result"]["value"] == 42, (  # the first sent answered first: in order
-                "seam 17 send_cdp and on_cdp_events: what the seam makes of it changed"
-            )
-            await enabled
-            await page.evaluate("console.log('heard')")
-            while not any(event["method"] == "Runtime.consoleAPICalled" for event in heard):
-                await asyncio.sleep(0.01)
-            called = next(event for event in heard if event["method"] == "Runtime.consoleAPICalled")
-            assert called["params"]["args"][0]["value"] in ("hi", "heard"), (
-                "seam 17 send_cdp and on_cdp_events: what the seam makes of it changed"
-            )
-        finally:
-            await browser.close()
 
 
 # --- 18. the driver tap on Chromium's pipe ------------------------------------------------------------

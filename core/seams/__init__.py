@@ -10,12 +10,12 @@ the upstream behaviour each relies on, with messages that name the piece;
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1 to 5,
 9, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8, 13) and
-`browser` (15, 17), with piece 18 in Node, browser/tap.cjs; each is
-imported here under its own name."""
+`browser` (15), with piece 18 in Node, browser/tap.cjs; each is imported
+here under its own name. Piece 17 went back to Playwright's public API."""
 
 from __future__ import annotations
 
-from core.seams.browser import download_file_of, on_cdp_events, send_cdp
+from core.seams.browser import download_file_of
 from core.seams.handler import (
     THREADLESS_PREFIX,
     InlineDispatch,
@@ -63,10 +63,8 @@ __all__ = [
     "insert_row",
     "keep_request_started_off_api",
     "name_statuses",
-    "on_cdp_events",
     "request_started_outside_api",
     "run_sqlite_script",
-    "send_cdp",
     "send_at_once",
     "size_socket_messages",
     "take_saved_row",
