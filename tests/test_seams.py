@@ -20,7 +20,6 @@ import queue
 import re
 import sqlite3
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.db import OperationalError, close_old_connections, connections, reset_queries
+from django.db import OperationalError, connections
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.test import AsyncRequestFactory
 from django.urls import path
@@ -137,7 +136,7 @@ def waiting_view(settings):
     return WAITS
 
 
-async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings, swapped_request_started):
+async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings):
     """Django 5.2's `handle` closes each answer with
     `sync_to_async(response.close)`, so request_finished's receivers run on a
     thread: one hop per request. `handle_api` sends the same messages and
@@ -157,7 +156,7 @@ async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thre
 
 @pytest.mark.django_db(transaction=True)  # request_finished closes a thread's old connection, as in the worker
 @pytest.mark.parametrize("handler_class", [ASGIHandler, seams.ThreadlessApiHandler])
-async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view, swapped_request_started):
+async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view):
     """Django cancels the view when `http.disconnect` arrives before the answer
     is sent, sends nothing and still sends request_finished; `handle_api`
     does the same in one task, and ends without raising."""
@@ -197,7 +196,7 @@ async def test_a_cancel_from_outside_still_cancels_the_request(waiting_view):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_view, swapped_request_started):
+async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_view):
     """The server's cancel (its stop) and the client's disconnect at once:
     `handle_api` swallows only the disconnect's, and the request ends
     cancelled."""
@@ -248,133 +247,6 @@ async def plain(request):
 
 
 urlpatterns = [path("api/v1/waits", waits), path("api/v1/plain", plain)]
-
-
-# --- 2. request_started's receivers -----------------------------------------------------
-
-
-class Sent(Exception):
-    """Stops a request right after request_started was sent."""
-
-
-async def test_django_sends_request_started_with_the_scope_before_the_view():
-    """Django 5.2's `ASGIHandler.handle` sends `request_started` through
-    `asend(sender=..., scope=scope)` once the body is read; the receiver
-    `request_started_outside_api` tells an API request by that `scope`. If
-    this fails, the new Django sends it otherwise: read `ASGIHandler.handle`
-    and make the receiver find the path where it now is."""
-    got: dict = {}
-
-    async def spy(sender, **kwargs):
-        got.update(kwargs)
-        raise Sent
-
-    async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    signals.request_started.connect(spy)
-    try:
-        with pytest.raises(Sent):
-            await ASGIHandler().handle({"type": "http", "path": "/api/v1/main", "method": "GET"}, receive, None)
-    finally:
-        signals.request_started.disconnect(spy)
-    assert got["scope"]["path"] == "/api/v1/main", (
-        "seam 2 keep_request_started_off_api: Django's ASGIHandler.handle no longer sends request_started with the scope"
-    )
-
-
-async def test_a_sync_receiver_costs_a_thread_hop_and_django_connects_only_the_two_swapped():
-    """`Signal.asend` (Django 5.2) runs sync receivers through `sync_to_async`
-    and async ones on the loop, and `django.db` connects `reset_queries` and
-    `close_old_connections` to request_started: the swap replaces exactly
-    those with one async receiver, so an API request makes no hop. If this
-    fails, Django connects another sync receiver (add it to the swap, or the
-    hop is back) or stopped hopping for sync receivers (remove the swap)."""
-    signal = signals.Signal()
-    ran_on: dict[str, str] = {}
-
-    def sync_receiver(sender, **kwargs):
-        ran_on["sync"] = thread_name()
-
-    async def async_receiver(sender, **kwargs):
-        ran_on["async"] = thread_name()
-
-    signal.connect(sync_receiver)
-    signal.connect(async_receiver)
-    await signal.asend(sender=None)
-    assert ran_on["async"] == thread_name() != ran_on["sync"], (
-        "seam 2 keep_request_started_off_api: Django's Signal.asend no longer runs sync receivers on a thread "
-        "and async ones on the loop"
-    )
-
-    # Whether or not the swap is installed in this process, no other sync receiver is connected.
-    sync_receivers = {live(receiver) for _key, receiver, is_async in signals.request_started.receivers if not is_async}
-    assert sync_receivers <= {reset_queries, close_old_connections}, (
-        f"seam 2 keep_request_started_off_api: Django connects other sync receivers to request_started: {sync_receivers}"
-    )
-
-
-def live(receiver):
-    """A receiver as `Signal.receivers` holds it (weakly, or not)."""
-    return receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
-
-
-@pytest.fixture
-def swapped_request_started():
-    """The swaps installed for one test, as the worker installs them, and
-    Django's receivers put back after."""
-    started = {live(receiver) for _key, receiver, _ in signals.request_started.receivers}
-    finished = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
-    seams.keep_request_started_off_api()
-    yield
-    if seams.request_started_outside_api not in started:
-        signals.request_started.disconnect(seams.request_started_outside_api)
-    for receiver in (reset_queries, close_old_connections):
-        if receiver in started:
-            signals.request_started.connect(receiver)
-    if seams.close_old_connections_off_loop not in finished:
-        signals.request_finished.disconnect(seams.close_old_connections_off_loop)
-    if close_old_connections in finished:
-        signals.request_finished.connect(close_old_connections)
-
-
-def test_the_swap_leaves_request_started_with_async_receivers_only(swapped_request_started):
-    """The swap's own effect: only async receivers are left, ours among them."""
-    kinds = [is_async for _key, _receiver, is_async in signals.request_started.receivers]
-    assert kinds and all(kinds), "seam 2 keep_request_started_off_api: a sync receiver is left on request_started"
-    assert seams.request_started_outside_api in {
-        live(receiver) for _key, receiver, _ in signals.request_started.receivers
-    }, "seam 2 keep_request_started_off_api: its receiver is not connected"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_request_finished_closes_connections_off_the_loop_only():
-    """Django 5.2 connects `close_old_connections`, `close_caches` and
-    `reset_urlconf` to request_finished, all sync: `handle_api` closes an
-    answer on the loop's thread, so the swap makes the first skip that
-    thread (which holds no request's connection, and where touching one is
-    async-unsafe). If this fails, Django connects another receiver: check
-    that it does no I/O before an answer is closed on the loop."""
-    from django.core.cache import close_caches
-    from django.core.handlers.base import reset_urlconf
-
-    names = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
-    assert names <= {close_old_connections, close_caches, reset_urlconf, seams.close_old_connections_off_loop}, (
-        f"seam 2 keep_request_started_off_api: Django connects other receivers to request_finished: {names}"
-    )
-    connection = connections["default"]
-    connection.ensure_connection()
-    connection.close_at = 0  # obsolete: close_old_connections closes it
-
-    async def on_the_loop():
-        seams.close_old_connections_off_loop()
-
-    asyncio.run(on_the_loop())
-    assert connection.connection is not None, "seam 2 close_old_connections_off_loop: it closed on the loop"
-    seams.close_old_connections_off_loop()
-    assert connection.connection is None, (  # closed anywhere else, as Django would
-        "seam 2 close_old_connections_off_loop: Django's close_old_connections no longer closes an obsolete connection"
-    )
 
 
 # --- 3. DRF's request stream -----------------------------------------------------------

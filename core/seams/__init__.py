@@ -8,10 +8,11 @@ behaviour it buys), and the versions it was checked against.
 tests/test_seams.py and tests/test_seams_sockets.py check, piece by piece,
 the upstream behaviour each relies on, with messages that name the piece;
 tests/test_layout.py fails when a private name of those frameworks is used
-outside this package. The pieces live in its modules: `handler` (1 to 5,
-9, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8, 13) and
+outside this package. The pieces live in its modules: `handler` (1, 3 to
+5, 9, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8, 13) and
 `browser` (15), with piece 18 in Node, browser/tap.cjs; each is imported
-here under its own name. Piece 17 went back to Playwright's public API."""
+here under its own name. Pieces 2 and 17 went back to the frameworks'
+public API."""
 
 from __future__ import annotations
 
@@ -22,11 +23,8 @@ from core.seams.handler import (
     MiddlewareChain,
     ThreadlessApiHandler,
     WholeBodyRequest,
-    close_old_connections_off_loop,
     close_with,
     django_request_of,
-    keep_request_started_off_api,
-    request_started_outside_api,
 )
 from core.seams.orm import insert_row, take_saved_row
 from core.seams.server import (
@@ -56,14 +54,11 @@ __all__ = [
     "StreamChoice",
     "bound_request_bodies",
     "bound_request_heads",
-    "close_old_connections_off_loop",
     "close_with",
     "django_request_of",
     "download_file_of",
     "insert_row",
-    "keep_request_started_off_api",
     "name_statuses",
-    "request_started_outside_api",
     "run_sqlite_script",
     "send_at_once",
     "size_socket_messages",
