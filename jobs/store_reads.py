@@ -52,16 +52,18 @@ def queue_spans(db: sqlite3.Connection, since: float, now: float) -> list[tuple[
     """When each job queued before `now` and still queued at `since` or later
     entered the queue and left it (its start, or its end unstarted; None
     while it waits)."""
-    return db.execute(
+    rows = db.execute(
         "SELECT enqueued_at, coalesce(started_at, finished_at) FROM jobs_job "
         "WHERE enqueued_at IS NOT NULL AND enqueued_at < ? AND coalesce(started_at, finished_at, ?) >= ?",
         (now, now + 1, since),
-    ).fetchall()
+    )
+    return [(entered, left) for entered, left in rows]
 
 
 def starts_since(db: sqlite3.Connection, since: float) -> list[tuple[float, float]]:
     """Each job started at or after `since`: when it started, and when it was accepted."""
-    return db.execute("SELECT started_at, accepted_at FROM jobs_job WHERE started_at >= ?", (since,)).fetchall()
+    rows = db.execute("SELECT started_at, accepted_at FROM jobs_job WHERE started_at >= ?", (since,))
+    return [(began, accepted) for began, accepted in rows]
 
 
 def search(
