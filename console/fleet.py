@@ -186,7 +186,8 @@ class WakerFleet:
         now = time.time()
         store = worker.persona.store
         reading, overview = await asyncio.gather(
-            asyncio.to_thread(persona_store.row_reading, store, now), asyncio.to_thread(persona_store.overview, store, now)
+            asyncio.to_thread(persona_store.row_reading, store, now),
+            asyncio.to_thread(persona_store.overview, store, now),
         )
         points = [(point.minute, point.peak) for point in worker.watch.memory]
         memory = {
