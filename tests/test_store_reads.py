@@ -176,6 +176,7 @@ def store(tmp_path_factory, django_db_blocker) -> Iterator[Path]:
         yield store
     finally:
         connections[ALIAS].close()
+        del connections[ALIAS]  # the wrapper keeps its settings: a store made again must get a new one
         del connections.databases[ALIAS]
 
 
