@@ -34,7 +34,7 @@ from plugins.form_scripts import CLICK_JS, EMPTY_JS, FOCUS_JS, FRAME_JS, HOLDERS
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-    from credentials.store import Revealed
+    from credentials.services import Revealed
 
 # How long a submitted form may take to leave its page before its fields are emptied.
 SUBMIT_SETTLE_S = 5.0

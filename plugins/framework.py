@@ -35,7 +35,7 @@ from plugins.downloads import Downloads
 from plugins.signing_in import CredentialOffOrigin, origin_of, reveal_for
 
 if TYPE_CHECKING:
-    from credentials.store import Revealed
+    from credentials.services import Revealed
 
 log = logging.getLogger("penelope.plugins")
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.db_thread import on_db_thread
-from credentials import store
+from credentials.selectors import credential_shown
+from credentials.services import areveal_credential
 from plugins.form_typing import CredentialOffOrigin, Filling, origin_of
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-    from credentials.store import Revealed
+    from credentials.services import Revealed
 
 # What plugins and the framework take from here; the refusal and origin_of
 # are plugins/form_typing.py's, which checks each value as it is typed.
@@ -37,14 +38,14 @@ __all__ = ["CredentialOffOrigin", "fill_form", "origin_of", "reveal_for"]
 async def reveal_for(name: str, page_url: str) -> Revealed:
     """The credential `name`'s values, for a page at `page_url`: refused
     (CredentialOffOrigin) when the page is not on the credential's origin, and
-    then nothing is revealed or marked used. Unknown names raise the store's 404."""
-    public = await on_db_thread(store.view)(name)
+    then nothing is revealed or marked used. An unknown name raises NoSuchCredential (404)."""
+    public = await on_db_thread(credential_shown)(name)
     here, theirs = origin_of(page_url), origin_of(public["url"])
     if here != theirs:
         raise CredentialOffOrigin(
             f"Credential {name} belongs to {theirs}; the page is on {here}, so it is not used there."
         )
-    return await store.areveal(name)
+    return await areveal_credential(name)
 
 
 async def fill_form(
