@@ -41,8 +41,8 @@ from core.errors import (
 )
 from core.routes import ANY
 from plugins.debug import Recorder
-from plugins.form_typing import CredentialOffOrigin
 from plugins.framework import Action, Context, PluginError
+from plugins.signing_in import CredentialOffOrigin
 
 log = logging.getLogger("penelope.plugins")
 
