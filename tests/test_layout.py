@@ -1,5 +1,6 @@
 """The house rules a reader relies on, checked in-process from the source:
-no module of the project over 400 lines, no import circle between its
+no module of the project over 400 lines (but the few one concept needs,
+each listed with its reason here and in docs/design/LAYOUT.md), no import circle between its
 modules (imports under `if TYPE_CHECKING:` and inside functions count too),
 no private name of a framework outside the seams (core/seams/), and one
 list of the words the API's paths take from page ids."""
@@ -17,6 +18,12 @@ from pathlib import Path
 from harness.worker import ROOT
 
 MAX_LINES = 400
+# Modules that may pass MAX_LINES because one concept needs the length, not
+# because nobody split them: each with its reason, which docs/design/LAYOUT.md
+# ("Past 400 lines") gives too. One line a module.
+PAST_MAX_LINES = {
+    "plugins/signing_in.py": "a credential's values reach its own origin's form and no record: one guarantee",
+}
 # Not the project's source: environments, caches, build output, stores.
 SKIPPED_DIRS = {"__pycache__", "node_modules", "build", "dist", "store", "stores"}
 
@@ -54,9 +61,26 @@ def test_no_module_is_over_400_lines():
         if relative.parts[0] == "tests" or "migrations" in relative.parts:
             continue
         lines = len(path.read_text().splitlines())
-        if lines > MAX_LINES:
+        if lines > MAX_LINES and relative.as_posix() not in PAST_MAX_LINES:
             too_long.append(f"{relative}: {lines} lines")
-    assert not too_long, f"modules over {MAX_LINES} lines (split them by what they do):\n" + "\n".join(too_long)
+    assert not too_long, (
+        f"modules over {MAX_LINES} lines (split them by what they do, or, where one concept needs the "
+        "length, add them to PAST_MAX_LINES and to docs/design/LAYOUT.md with the reason):\n" + "\n".join(too_long)
+    )
+
+
+def test_every_module_past_400_lines_is_one_layout_md_names():
+    """The allow-list holds only modules that exist and pass MAX_LINES, and
+    LAYOUT.md names each, so neither list outlives what it excuses."""
+    layout = (ROOT / "docs" / "design" / "LAYOUT.md").read_text()
+    stale = [
+        module
+        for module in PAST_MAX_LINES
+        if not (ROOT / module).is_file() or len((ROOT / module).read_text().splitlines()) <= MAX_LINES
+    ]
+    assert not stale, f"in PAST_MAX_LINES but gone or within {MAX_LINES} lines: {stale}"
+    unnamed = [module for module in PAST_MAX_LINES if f"`{module}`" not in layout]
+    assert not unnamed, f"past {MAX_LINES} lines but not named in docs/design/LAYOUT.md: {unnamed}"
 
 
 def imported(name: str, path: Path) -> Iterator[tuple[str, int]]:
