@@ -111,6 +111,9 @@ def test_bad_input_and_no_download_answer_and_keep_nothing(worker, site):
     assert both.status_code == 400 and "give either url or selector" in both.json()["error"]
     page = call(worker, "download", url=f"{site.url}/index.html", timeout_ms=300)
     assert page.status_code == 408  # a page, not a file
+    assert call(worker, "open", url=f"{site.url}/shown.html").status_code == 200
+    opened = call(worker, "download", selector="#page", timeout_ms=300)
+    assert opened.status_code == 408  # a click that opens a page: no file either
     assert media_count(worker) == before and left_behind(worker) == []
 
 
@@ -232,12 +235,24 @@ def test_a_click_that_opens_a_file_the_browser_shows_takes_it(worker, site, kind
     assert_shown_file_kept(worker, answer, kind)
 
 
-def test_a_click_that_opens_a_page_is_no_download(worker, site):
-    assert call(worker, "open", url=f"{site.url}/shown.html").status_code == 200
+def test_a_shown_file_with_no_name_is_named_by_its_type_and_one_that_failed_answers_502(worker, site):
+    open_downloads(worker, site)
+    unnamed = call(worker, "download", url=f"{site.url}/shown/?as=json", timeout_ms=5000)
+    assert unnamed.status_code == 200, unnamed.text
+    assert (unnamed.json()["filename"], unnamed.json()["content_type"]) == ("download.json", "application/json")
+    # With the page's own routes (`block`) and DevTools session (`user_agent`) beside the watch's.
+    controls = {"block": ["image"], "user_agent": "Shown/1.0"}
+    bare = call(worker, "download", url=f"{site.url}/shown/export?as=txt", timeout_ms=5000, **controls)
+    assert (bare.json()["filename"], bare.json()["content_type"]) == ("export.txt", "text/plain")
+    hidden = call(worker, "download", url=f"{site.url}/shown/x.png?disposition=../../.profile", timeout_ms=5000)
+    assert hidden.json()["filename"] == "profile.png"  # made safe (no folders, not hidden), and typed
     before = media_count(worker)
-    page = call(worker, "download", selector="#page", timeout_ms=500)
-    assert page.status_code == 408 and page.json()["error"] == "No download started within 500 ms."
-    assert media_count(worker) == before
+    failed = call(worker, "download", url=f"{site.url}/shown/gone.txt?status=404", timeout_ms=5000)
+    assert failed.status_code == 502, failed.text
+    assert (
+        failed.json()["error"] == f"The download of {site.url}/shown/gone.txt?status=404 failed: the site answered 404."
+    )
+    assert media_count(worker) == before and left_behind(worker) == []
 
 
 def test_a_shown_file_past_the_bound_is_refused_and_nothing_is_kept(worker, site):

@@ -53,14 +53,15 @@ class Handler(SimpleHTTPRequestHandler):
             return self.wfile.write(b"ok")
         if url.path.startswith("/shown/"):
             # A file a browser shows instead of saving, typed by its name's
-            # extension (SHOWN), with no Content-Disposition or an inline one
-            # (`disposition`); `kib` KiB of text instead, sent in 64 KiB chunks
-            # of unknown length when `chunked`.
+            # extension or `as` (SHOWN), with no Content-Disposition or an
+            # inline one (`disposition`), answered with `status`; `kib` KiB of
+            # text instead, sent in 64 KiB chunks of unknown length when `chunked`.
             name = url.path.removeprefix("/shown/")
-            body, content_type = SHOWN[name.rsplit(".", 1)[-1]]
+            body, content_type = SHOWN[query.get("as") or name.rsplit(".", 1)[-1]]
             if "kib" in query:
                 body = b"line of text\n" * (int(query["kib"]) * 1024 // 13)
-            return self._send_shown(body, content_type, query.get("disposition"), "chunked" in query)
+            status = int(query.get("status", "200"))
+            return self._send_shown(body, content_type, query.get("disposition"), "chunked" in query, status)
         if url.path == "/download":
             # A file served as a download: `kib` KiB of a pattern, `pause_ms` between
             # 64 KiB pieces; behind the cookie `need` when asked (else 403).
@@ -86,8 +87,8 @@ class Handler(SimpleHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser cancelled it
 
-    def _send_shown(self, body: bytes, content_type: str, disposition: str | None, chunked: bool):
-        self.send_response(200)
+    def _send_shown(self, body: bytes, content_type: str, disposition: str | None, chunked: bool, status: int):
+        self.send_response(status)
         self.send_header("Content-Type", content_type)
         if disposition:
             self.send_header("Content-Disposition", f'inline; filename="{disposition}"')
