@@ -195,11 +195,13 @@ class Downloads:
 class Shown:
     """Files the page's main frame would show instead of saving, while
     watched: each answer to a main-frame navigation (2xx, any type but HTML,
-    not an attachment or SAVED_TYPE already) is let through with `Content-Disposition: attachment` and its name, so
-    that Chromium saves it as a download (a DevTools session of its own, the
-    Fetch domain at the response stage). Its type is kept by URL, for the
-    download to be stored under (`type_of`). A main-frame answer that is not
-    HTML and failed (4xx, 5xx) is the call's `failure`."""
+    not an attachment or SAVED_TYPE already) is let through with
+    `Content-Disposition: attachment` and its name, so that Chromium saves it
+    as a download (a DevTools session of its own, the Fetch domain at the
+    response stage: the answer's headers only, its body untouched). Its type
+    is kept by URL, for the download to be stored under (`type_of`). A
+    main-frame answer that is not HTML and failed (4xx, 5xx) is the call's
+    `failure`."""
 
     def __init__(self, page: Page, news: asyncio.Event) -> None:
         self.page, self._news = page, news
@@ -247,9 +249,15 @@ class Shown:
             elif status >= 400 and self.failure is None:
                 self.failure = StatusError(502, f"The download of {url[:200]} failed: the site answered {status}.")
                 self._news.set()
-        if self.session is not None:
-            with contextlib.suppress(PlaywrightError):  # the page closed: nothing waits for it
-                await self.session.send("Fetch.continueResponse", let_through)
+        # Changed headers Chromium refuses are let through unchanged: a paused answer must never stay paused.
+        for answer in (let_through, {"requestId": event["requestId"]}):
+            try:
+                if self.session is not None:
+                    await self.session.send("Fetch.continueResponse", answer)
+                return
+            except PlaywrightError:
+                if self.page.is_closed():
+                    return  # nothing waits for it
 
     async def stop(self) -> None:
         """Stop watching: the answers paused are let through, and the session goes."""
@@ -275,7 +283,7 @@ def shown_filename(url: str, disposition: str, content_type: str) -> str:
     when it has none; made safe."""
     message = Message()
     message["content-disposition"] = disposition
-    name = message.get_filename() or unquote(PurePosixPath(urlsplit(url).path).name)
+    name = message.get_filename() or unquote(urlsplit(url).path.rsplit("/", 1)[-1])  # "" for a path ending in /
     extension = (mimetypes.guess_extension(content_type) if content_type else None) or ""
     if not PurePosixPath(name).suffix:
         name = (name or "download") + extension
