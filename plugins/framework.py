@@ -325,10 +325,12 @@ class Context:
         self.media_tokens.append(item.token)
         return item.link()
 
-    def expect_download(self, page: Page, *, timeout_ms: int = 30_000) -> Downloads:
+    def expect_download(self, page: Page, *, timeout_ms: int = 30_000, inline: bool = False) -> Downloads:
         """Watch the downloads `page` starts (`async with ctx.expect_download(page) as downloads:`);
-        `await downloads.store()` keeps each as a media file (plugins/downloads.py)."""
-        return Downloads(page, self, timeout_ms)
+        `await downloads.store()` keeps each as a media file (plugins/downloads.py). With
+        `inline`, a file the page shows instead of saving (its main frame opens a document
+        that is not HTML, and no download starts) is kept the same way."""
+        return Downloads(page, self, timeout_ms, inline=inline)
 
     def progress(self, done: int | None = None, total: int | None = None, message: str | None = None) -> None:
         """Report how far the action got: `done` of `total` items (whole numbers
