@@ -24,7 +24,7 @@ WIDTH, HEIGHT, PAD = 480, 150, 4
 # The plot's box inside the chart: room on the left for the y ticks' values,
 # below for the x ticks' times.
 LEFT, RIGHT, TOP, BOTTOM = 40, 8, 8, 22
-# Half a dated x label's width, about: a tick nearer an end than this is anchored at that end.
+# Half a dated x label's width, about: a tick nearer the chart's edge than this is anchored at that edge.
 LABEL_HALF = 32
 SPARK_WIDTH, SPARK_HEIGHT = 120, 24
 # A scale's words: the window a total covers, and what one bucket is.
@@ -34,6 +34,8 @@ X_TICK_EVERY = {MINUTE: 15 * MINUTE, HOUR: 6 * HOUR}
 # Counts (calls, jobs) add up over a window; levels (a queue's depth, a
 # median wait, a peak of memory) do not, so their summary is the highest.
 COUNT, LEVEL = "count", "level"
+# Units that come in whole ones: no tick at half a call, or half a job queued.
+WHOLE_UNITS = ("calls", "jobs")
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Line:
     points: int  # how many values it draws
     summary: str  # the total (a count) or the highest (a level) over the window, with its unit
     latest: str  # the latest value with its unit, or "none"
-    latest_label: str  # "latest minute", or "latest, 20:14" when the newest buckets hold no value
+    latest_label: str  # "latest minute", or "latest at 20:14" when the newest buckets hold no value
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def number(value: float) -> str:
 
 
 def with_unit(value: float, unit: str) -> str:
-    return number(value) if unit in ("calls", "jobs") else f"{number(value)} {unit}"
+    return number(value) if unit in WHOLE_UNITS else f"{number(value)} {unit}"
 
 
 def clock(epoch: float, step: float = MINUTE) -> str:
@@ -172,7 +174,7 @@ def x_ticks(start: float, step: float, count: int, box: tuple[float, float, floa
         if (start + index * step) % every:
             continue
         x = left + index * width
-        anchor = "start" if x - left < LABEL_HALF else "end" if right - x < LABEL_HALF else "middle"
+        anchor = "start" if x < LABEL_HALF else "end" if WIDTH - x < LABEL_HALF else "middle"
         ticks.append(Tick(x, clock(start + index * step, step), anchor))
     return ticks
 
@@ -187,7 +189,7 @@ def chart(
 ) -> Chart:
     """One chart of several series (name: (label, values)) sharing a scale."""
     known = [value for _, values in series.values() for value in values if value is not None]
-    whole = kind == COUNT
+    whole = unit in WHOLE_UNITS
     top = nice_top(max(known, default=0), whole)
     box = (LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM)
     window, bucket_word = WINDOWS.get(step, ("in the window", "bucket"))
@@ -210,7 +212,7 @@ def chart(
                 latest_label=(
                     f"latest {bucket_word}"
                     if last is None or last == len(values) - 1
-                    else f"latest, {clock(start + last * step, step)}"
+                    else f"latest at {clock(start + last * step, step)}"
                 ),
             )
         )

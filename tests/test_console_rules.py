@@ -96,10 +96,12 @@ def test_a_chart_s_legend_totals_its_counts_and_labels_the_latest_and_its_axes_r
     day = charts.chart("Memory", "MB", {"memory": ("memory", memory)}, 1796544000.0 - 23 * 3600, 3600.0, charts.LEVEL)
     (alone,) = day.lines
     assert (alone.summary, day.summary_word, alone.latest) == ("412 MB", "highest", "412 MB")
-    assert alone.latest_label == "latest, 6 Dec 07:00" and alone.segments == [] and len(alone.dots) == 1
+    assert alone.latest_label == "latest at 6 Dec 07:00" and alone.segments == [] and len(alone.dots) == 1
     assert [tick.label for tick in day.x_ticks] == ["5 Dec 12:00", "5 Dec 18:00", "6 Dec 00:00", "6 Dec 06:00"]
     assert charts.nice_top(0.37, whole=False) == 0.5 and charts.nice_top(3, whole=True) == 5
-    assert [tick.label for tick in charts.y_ticks(1.0, True, (0, 0, 10, 10))] == ["0", "1"]  # never half a call
+    queue = charts.chart("Queue depth", "jobs", {"queue": ("queued", [0, 1, 0])}, 0.0, 60.0, charts.LEVEL)
+    assert [tick.label for tick in queue.y_ticks] == ["0", "1"]  # never half a job queued
+    assert queue.lines[0].summary == "1" and queue.summary_word == "highest"
 
 
 def test_times_and_sizes_read_as_a_person_reads_them():
