@@ -31,7 +31,7 @@ ENV = {"WAKER_POLL_S": "0.2", "WAKER_MEMORY_EVERY_S": "0", "CONSOLE_REFRESH_S": 
 OK_CALLS, FAILED_CALLS = 19, 6
 SHIFT_S = 120  # how far back the spike is moved: out of the latest minute, inside the hour
 # The wake must sit in one hour for the day view's memory to be one reading.
-HOUR_MARGIN_S = 240
+HOUR_MARGIN_S = 90  # the wake, 26 calls, a job and the stop take 10 to 30 s here
 
 
 class Spiked:
