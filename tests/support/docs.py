@@ -25,17 +25,20 @@ line by line, `…` for what varies.
 A block runs as written: the worker's port is never written into it. The
 documents build every address of the worker on `PENELOPE_PORT` (the
 README's `WORKER` and `BASE`, a script's `os.environ`), 5000 when unset, and
-the test sets that variable to its worker's port, which is not 5000; the
-test's `env` is the reader's environment, for the shell blocks and, while
-the document runs, the Python ones. So a block, or a file written from one,
-that still holds a literal `:5000` (outside its comments) fails the
-document before anything runs, save in the documents of KEEPS_ITS_MAP. A
-guide that goes on from the README's quick start (its `BASE`, `KEY`,
-`AUTH`) runs that block first (`after_readme=True`). Other addresses a
-document names (a webhook receiver's port, a folder) may still be mapped to
-the test's own (`addresses`) before a block runs, and in the paths of its
-files; its shown outputs never are: a URL in one is compared by shape, and
-its numbers are masked.
+those of the waker on `WAKER_PORT`, 5100 when unset; the test sets them to
+its own processes' ports, which are not those. The test's `env` is the
+reader's environment, for the shell blocks and, while the document runs,
+the Python ones. So a block, or a file written from one, that still names
+a default port in a loopback address (`127.0.0.1:5000`, outside its
+comments; DEFAULT_PORT) fails the document before anything runs, save in
+the documents of KEEPS_ITS_MAP. A guide that goes on from the README's
+quick start (its `WORKER`, `BASE`, `KEY`, `AUTH`) runs that block first
+(`after_readme=True`). Other addresses a document names (a webhook
+receiver's port, a persona's in a personas file, a folder) may still be
+mapped to the test's own (`addresses`) before a block runs, in the paths
+of its files and in its plain shown outputs. A shown output needs no port
+mapped: a URL in a JSON answer is compared by shape, and the numbers of a
+plain one are masked.
 """
 
 from __future__ import annotations
@@ -62,10 +65,13 @@ FENCE = re.compile(
     re.S | re.M,
 )
 RUN = {"bash": "shell", "sh": "shell", "shell": "shell", "python": "python"}
-# The worker's default port, written as an address (`127.0.0.1:5000`,
-# `localhost:5000`, `ws://…:5000`): a reader on another port would reach
-# whatever listens there. `${PENELOPE_PORT:-5000}` and `"5000"` are defaults, not this.
-DEFAULT_PORT = re.compile(r":5000(?!\d)")
+# The worker's and the waker's default ports, written into a loopback
+# address (`127.0.0.1:5000`, `ws://localhost:5000`, `127.0.0.1:5100`): a
+# reader on another port would reach whatever listens there.
+# `${PENELOPE_PORT:-5000}` and `"5000"` are defaults, not this, and a
+# cluster's Service (`…svc.cluster.local:5000`, SCALING.md) has that port
+# in every deployment.
+DEFAULT_PORT = re.compile(r"(?:127\.0\.0\.1|localhost):(?:5000|5100)(?!\d)")
 # Documents whose blocks keep the default port, mapped by their test.
 KEEPS_ITS_MAP = {
     # The user guide of the jobs contract (/work/shared/spec/USING_JOBS.md),
@@ -221,12 +227,12 @@ class DocRun:
         if str(self.doc.relative_to(ROOT)) not in KEEPS_ITS_MAP:
             written = default_port_in(self.doc, blocks)
             assert not written, (
-                "blocks that name the worker's default port: build the address on PENELOPE_PORT "
-                "(the README's WORKER and BASE), so that a worker on another port runs them as written:\n"
+                "blocks that name a default port: build the address on PENELOPE_PORT (the README's "
+                "WORKER and BASE) or WAKER_PORT, so that a reader on another port runs them as written:\n"
                 + "\n".join(written)
             )
             mapped = [address for address in self.addresses if DEFAULT_PORT.search(address)]
-            assert not mapped, f"{self.doc.name}: the worker's port is set, not mapped: {mapped}"
+            assert not mapped, f"{self.doc.name}: the worker's and the waker's ports are set, not mapped: {mapped}"
         if self.prelude:
             self.shell(Block(0, "bash", self.prelude), f"{self.doc.name}, before its blocks")
         for block in blocks:
@@ -239,7 +245,7 @@ class DocRun:
                 shown, statuses = shown_in_output(block)
                 printed = outputs[id(block.output_of)]
                 if not block.lang and not shown and not statuses:  # plain text: line by line
-                    problem = text_differs(block.code, printed)
+                    problem = text_differs(self.mapped(block.code), printed)
                     assert problem is None, f"{where}: {problem}:\n{printed[-3000:]}"
                 self.check(where, shown, json_values(printed), printed)
                 got = [int(m[1]) for m in re.finditer(r"^HTTP/[\d.]+ (\d{3})", printed, re.M)]
@@ -333,17 +339,24 @@ def shown_after(lines: list[str]) -> Any:
 
 
 def run_document(
-    doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str] | None = None,
-    after_readme: bool = False, **run,
+    doc: Path,
+    tmp: Path,
+    *,
+    store: Path,
+    env: dict[str, str],
+    addresses: dict[str, str] | None = None,
+    after_readme: bool = False,
+    **run,
 ) -> Ran:
     """Run every block of `doc`; fail on the first that fails or differs.
     `env` is the reader's environment (`PENELOPE_PORT`, the worker's port,
-    never 5000), for the shell blocks and, while the document runs, the
-    Python ones; `after_readme` runs the README's `BASE`, `KEY` and `AUTH`
+    never 5000; `WAKER_PORT`, never 5100), for the shell blocks and, while
+    the document runs, the Python ones; `after_readme` runs the README's `BASE`, `KEY` and `AUTH`
     first. `namespace=`, a dict of the test's, holds the Python blocks'
     globals (to shut down what a block left running, even when a later one
     fails)."""
     assert env.get("PENELOPE_PORT") != "5000", "the docs run on a port that is not the default"
+    assert env.get("WAKER_PORT") != "5100", "the docs run on a port that is not the default"
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     shell_env = {**os.environ}
