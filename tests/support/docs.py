@@ -151,7 +151,8 @@ def without_comments(block: Block) -> str:
 
 def default_port_in(doc: Path, blocks: list[Block]) -> list[str]:
     """Where a block that runs, or is written to a file, names the worker's
-    default port as an address (DEFAULT_PORT): `where: line` for each."""
+    or the waker's default port in an address (DEFAULT_PORT): `where: line`
+    for each."""
     found = []
     for block in blocks:
         if block.runs or block.marker == "file":
@@ -162,8 +163,8 @@ def default_port_in(doc: Path, blocks: list[Block]) -> list[str]:
 
 
 def readme_variables() -> str:
-    """The README quick start's block that sets `BASE`, `KEY` and `AUTH`,
-    which the guides go on from."""
+    """The README quick start's block that sets `WORKER`, `BASE`, `KEY` and
+    `AUTH`, which the guides go on from."""
     for block in read_blocks(ROOT / "README.md"):
         if block.runs and re.search(r"^BASE=", block.code, re.M):
             return block.code
@@ -351,8 +352,8 @@ def run_document(
     """Run every block of `doc`; fail on the first that fails or differs.
     `env` is the reader's environment (`PENELOPE_PORT`, the worker's port,
     never 5000; `WAKER_PORT`, never 5100), for the shell blocks and, while
-    the document runs, the Python ones; `after_readme` runs the README's `BASE`, `KEY` and `AUTH`
-    first. `namespace=`, a dict of the test's, holds the Python blocks'
+    the document runs, the Python ones; `after_readme` runs the README's
+    `WORKER`, `BASE`, `KEY` and `AUTH` first. `namespace=`, a dict of the test's, holds the Python blocks'
     globals (to shut down what a block left running, even when a later one
     fails)."""
     assert env.get("PENELOPE_PORT") != "5000", "the docs run on a port that is not the default"
