@@ -254,9 +254,9 @@ class Lease(ApiView):
         )
     )
     async def post(self, request: Any, page_id: str) -> HttpResponse:
+        validate_page_id(page_id)  # first: `any` is refused for what it is, whatever the body lacks
         lease_id = request.headers.get("X-Lease")
         ttl = validated(LeaseParams, known_only(LeaseParams, request.data, self.does["POST"]))["ttl"]
-        validate_page_id(page_id)
         taken = pages_of(request).get(page_id).take_lease(ttl, lease_id)
         renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
         return answer(

@@ -16,10 +16,10 @@ from console import actions, auth, present
 from console.auth import Visitor
 from console.charts import workload_charts
 from console.fleet import STATES, WakerFleet, current_fleet
-from console.readings import JOB_STATES
 from console.search import SearchInvalid, searched
 from core.api import status_of
 from core.wrong_keys import KeyFlood, address_of
+from jobs.store_reads import JOB_STATES
 
 # The fleet table's columns: the sort's word and the heading.
 COLUMNS = [

@@ -177,6 +177,12 @@ FLOORS = {
     "penelope_site": 7,
     "worker": 8,
 }
+# Reads of an app's own tables straight from a store's SQLite file, plain
+# sqlite3 (LAYOUT.md, "Reads of a store"): the console reads a persona's store
+# with them from floor 2, awake or asleep, and the overview route from floor 4.
+# They stand on no floor: each imports the standard library only (checked
+# below), so whoever imports one takes nothing of its app but those queries.
+STORE_READS = frozenset({"activity.store_reads", "jobs.store_reads", "schedules.store_reads"})
 
 
 def test_every_app_has_a_floor_and_imports_only_from_below():
@@ -191,9 +197,38 @@ def test_every_app_has_a_floor_and_imports_only_from_below():
         app = name.split(".")[0]
         for target, line in edges.items():
             other = target.split(".")[0]
+            if target in STORE_READS:
+                continue
             if app in FLOORS and other in FLOORS and other != app and FLOORS[other] >= FLOORS[app]:
                 upward.append(f"{name} (floor {FLOORS[app]}) imports {target} (floor {FLOORS[other]}), line {line}")
     assert not upward, "imports that do not go down a floor:\n" + "\n".join(upward)
+
+
+def test_the_store_reads_import_the_standard_library_only():
+    """Each app's reads of a store file (STORE_READS, any floor may import
+    them) import nothing but the standard library, anywhere in the module,
+    and their package's `__init__.py`, which importing them runs, imports
+    nothing at all: no Django, no model, no other app. And every module of
+    that name is on the list, so a new one is held to it too."""
+    known = modules()
+    assert {name for name in known if name.endswith(".store_reads")} == STORE_READS
+    found = []
+    for name in sorted(STORE_READS):
+        path = known[name]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                tops = ["." if node.level else (node.module or "").split(".")[0]]
+            elif isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            else:
+                continue
+            for top in tops:
+                if top != "__future__" and top not in sys.stdlib_module_names:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {top}")
+        package = path.parent / "__init__.py"
+        if any(isinstance(node, ast.Import | ast.ImportFrom) for node in ast.walk(ast.parse(package.read_text()))):
+            found.append(f"{package.relative_to(ROOT)} imports something")
+    assert not found, "a store's reads import beyond the standard library:\n" + "\n".join(found)
 
 
 def test_an_import_inside_a_function_says_why():
