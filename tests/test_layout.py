@@ -17,6 +17,11 @@ from pathlib import Path
 from harness.worker import ROOT
 
 MAX_LINES = 400
+# Modules that may pass MAX_LINES because one concept needs the room
+# (docs/design/LAYOUT.md says which and why): the module, and its reason.
+LONGER_MODULES = {
+    "browser/broker.py": "the one owner of who holds a page: claims, waiters, openings, leases, driver holds, one rebalance",
+}
 # Not the project's source: environments, caches, build output, stores.
 SKIPPED_DIRS = {"__pycache__", "node_modules", "build", "dist", "store", "stores"}
 
@@ -51,7 +56,7 @@ def test_no_module_is_over_400_lines():
     too_long = []
     for path in python_files():
         relative = path.relative_to(ROOT)
-        if relative.parts[0] == "tests" or "migrations" in relative.parts:
+        if relative.parts[0] == "tests" or "migrations" in relative.parts or relative.as_posix() in LONGER_MODULES:
             continue
         lines = len(path.read_text().splitlines())
         if lines > MAX_LINES:
