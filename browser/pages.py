@@ -152,9 +152,6 @@ class Lease:
         end = self.released_at if self.released_at is not None else time.monotonic()
         return end - self.taken_at
 
-    def expired(self, now: float) -> bool:
-        return self.active_calls == 0 and now >= self.expires_at
-
     def expires_in(self, now: float) -> float:
         if self.active_calls:
             return self.ttl
