@@ -21,7 +21,11 @@ may share a page, under its lease (or on a page nobody leases), but never
 with a claim. A driver attaches when the page is idle or driven and nobody
 waits in its line, else it waits its turn; while a driver is attached, a
 plain call under the same lease is refused at once (409: its own client
-drives the page), and queued jobs wait in the line.
+drives the page), and queued jobs wait in the line. One exception, outside
+the broker: a person's input on a page whose job asks them (live/human.py)
+runs inside that job's claim, since it is what the job waits for. A driver
+whose connection ended (`letting_go`) still holds the page while it undoes
+what it set, but calls under the lease wait for it rather than 409.
 
 Every change of occupancy (a release, a page opened or closed, a lease
 ended, a driver gone, room freed) ends in one `rebalance`: idle pages
@@ -41,8 +45,9 @@ Invariants, asserted by `check()`, which the property test
 (tests/test_broker_property.py) calls after every step of random
 interleavings of join, wait, release, cancel, deadline, lease, open and close:
 
-1. No idle page while someone waits for it: an open page nobody holds has
-   nobody waiting in its line, nor, when it is unleased, in the line of `any`.
+1. No idle page while someone waits for it: an open page nobody holds (no
+   claim, no driver) has nobody waiting in its line, no driver waiting for
+   it, nor, when it is unleased, anyone in the line of `any`.
 2. Priority first, then arrival: a page goes to the first waiter of the
    line it is owed to (`Line.pop`, a heap on (-priority, arrival)).
 3. A cancelled or expired waiter never gets a page: its cancel or its
@@ -307,10 +312,13 @@ class Broker:
         self.rebalance()
 
     def detached(self, pages: list[ManagedPage]) -> None:
-        """The browser is gone for good (the worker stops): every page closed,
-        its waiters answered, nothing opened for anyone."""
+        """The browser is gone for good (the worker stops, its tasks cancelled
+        already): every page closed and its lease's timer stopped; nothing
+        is answered (a job waiting still is resumed at the next start) and
+        nothing opened."""
         for page in pages:
-            self._forget(page)
+            page.closed = True
+            self._disarm(page)
 
     def _forget(self, page: ManagedPage) -> None:
         page.closed = True
