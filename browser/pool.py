@@ -35,7 +35,7 @@ def next_pool_name(pages: dict[str, ManagedPage]) -> str:
 
 def is_free(page: ManagedPage) -> bool:
     """Open, and nobody holds it, waits for it or leases it."""
-    return not (page.opening or page.closed or page.held or len(page.line)) and page.current_lease() is None
+    return not (page.opening or page.closed or page.held or len(page.line)) and page.lease is None
 
 
 async def close_idle(registry: Pages) -> int:

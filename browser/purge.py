@@ -44,7 +44,7 @@ def skip_reason(page: ManagedPage) -> str | None:
         return "job"
     if page.busy or page.waiting:
         return "busy"
-    if page.current_lease() is not None:
+    if page.lease is not None:
         return "leased"
     if page.closed or page.tab is None or page.tab.is_closed() or page.crashed:
         return "closed"

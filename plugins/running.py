@@ -151,7 +151,7 @@ async def run_claimed(
     recorder: Recorder | None = None
     try:
         try:
-            tab = await pages.ensure_tab(page, settings.PAGE_WAIT_S)
+            tab = await pages.ensure_tab(claim, settings.PAGE_WAIT_S)
         except DomainError as error:  # the browser is down, or no tab opens
             return refused(error, page.name, time.time(), 0.0)
         generation = page.tab_generation  # no await since the tab was checked
