@@ -586,6 +586,12 @@ class Broker:
                 del self.drivers[driver.page.name]
                 self.rebalance()
 
+    def driven(self, page: ManagedPage) -> bool:
+        """Whether a driver hold (a CDP client, live control) is on the page:
+        for the readers that leave a page in use alone (a recycle, the pool's
+        idle close, the purge)."""
+        return any(driver.page is page for driver in self.drivers.get(page.name, ()))
+
     def holds(self, hold: Claim | Driver) -> bool:
         """Whether `hold` holds its page now: a claim not let go, or a driver attached."""
         if isinstance(hold, Claim):

@@ -89,7 +89,7 @@ class PageRegistry:
         self.broker.rebalance()
 
     def idle(self) -> bool:
-        return not any(page.busy or page.waiting for page in self.pages.values())
+        return not any(page.busy or page.waiting or self.broker.driven(page) for page in self.pages.values())
 
     def navigation_refused(self, tab: Page, refusal: str) -> None:
         for page in self.pages.values():
@@ -214,9 +214,9 @@ class PageRegistry:
         page = hold.page
         deadline = time.monotonic() + wait_s
         while True:
-            if not self.broker.holds(hold):
-                raise PageNotOpen(f"Page {page.name} is not open, or its hold was let go.", page.name)
             browser = await self.wait_for_browser(page.name, max(0.0, deadline - time.monotonic()))
+            if not self.broker.holds(hold):  # after the wait: a relaunch waited for may have closed its page
+                raise PageNotOpen(f"Page {page.name} is not open, or its hold was let go.", page.name)
             if page.tab is not None and not page.tab.is_closed() and not page.crashed:
                 return page.tab
             if page.tab_opening is not None:  # another holder opens it: its tab is ours too
@@ -236,6 +236,9 @@ class PageRegistry:
         if browser.state != BrowserState.UP or browser is not self.browser:
             self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
             return  # the browser went while the tab opened: the caller waits for the next one
+        if page.closed or self.pages.get(page.name) is not page:  # closed while its tab opened (a driven page may be)
+            self.tasks.spawn(close_quietly(tab, page.name), about=f"closing the tab of page {page.name}, closed meanwhile")
+            return  # the caller's hold holds nothing now: PageNotOpen
         page.set_tab(tab)
         if crashed:
             page.mark_reopened(PAGE_CRASHED, url_of(old))

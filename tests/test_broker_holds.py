@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 
 from browser.pages import ManagedPage
-from browser.pool import is_free
+from browser.pool import close_idle, is_free
 from browser.purge import skip_reason
 from browser.registry import PageRegistry
 from browser.runner import BrowserState
@@ -229,3 +229,40 @@ async def test_a_page_closed_under_a_driver_ends_its_hold():
     registry.broker.undrive(driver)
     registry.broker.check()
     assert isinstance(registry.pages["main"], ManagedPage)
+
+
+async def test_a_page_closed_while_its_tab_reopens_for_a_driver_leaves_no_tab_open():
+    registry, browser = PageRegistry(), Browser()
+    registry.attach(browser, Tab(0))
+    with override_settings(MAX_PAGES=2):
+        page = registry.reserve("p1")
+        page.set_tab(Tab(1))
+        registry.broker.opened(page)
+        page.crashed = True  # the driver's call opens a new tab
+        lease = registry.broker.take_lease(page, 60, None)
+        driver = await registry.broker.drive(page, lease, kind="a CDP client", wait_s=1)
+        reopening = asyncio.create_task(registry.ensure_tab(driver, 5))
+        await until(lambda: page.tab_opening is not None, "the new tab opening")
+        await registry.close("p1", lease.id)  # a driven page may be closed by its lease holder
+        browser.gate.set()
+        with pytest.raises(PageNotOpen):
+            await asyncio.wait_for(reopening, 5)
+        await until(lambda: browser.opened and browser.opened[0].closed, "the new tab closed")
+    registry.broker.undrive(driver)
+    registry.broker.check()
+
+
+async def test_a_driven_page_is_in_use_for_the_recycle_the_pool_and_the_purge():
+    registry = PageRegistry()
+    registry.attach(Browser(), Tab(0))
+    with override_settings(MAX_PAGES=2, POOL_PAGE_IDLE_S=0):
+        pool = registry.reserve("pool-1")
+        pool.set_tab(Tab(1))
+        registry.broker.opened(pool)
+        assert registry.idle() and skip_reason(pool, registry.broker.driven(pool)) is None
+        driver = await registry.broker.drive(pool, None, kind="live control", wait_s=1)  # a page nobody leases
+        assert not registry.idle() and skip_reason(pool, registry.broker.driven(pool)) == "busy"
+        assert await close_idle(registry) == 0 and "pool-1" in registry.pages
+        registry.broker.undrive(driver)
+        assert registry.idle() and await close_idle(registry) == 1 and "pool-1" not in registry.pages
+    registry.broker.check()
