@@ -38,7 +38,7 @@ from core.bounded_http import envelope_answer
 from core.routes import MEDIA
 from core.seams import STREAMED_HEADER, AnswerLater, StreamChoice
 from core.wrong_keys import KeyFlood, WrongKeys
-from media_store.store import MB, incoming_dir, safe_filename
+from media_store.store import MB, incoming_dir, safe_filename, type_of_name
 
 UPLOAD_PATH = f"/api/v1/{MEDIA}"
 # Where the view finds the part the server wrote (a client's own is removed,
@@ -64,8 +64,7 @@ def content_type_of(headers: dict[str, str]) -> str | None:
     names, else `application/octet-stream`."""
     given = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if given in NOT_A_FILES_TYPE:
-        guessed, _ = mimetypes.guess_type(filename_of(headers), strict=False)
-        return guessed or DEFAULT_TYPE
+        return type_of_name(filename_of(headers))
     return given if len(given) <= 100 and CONTENT_TYPE.match(given) else None
 
 

@@ -46,7 +46,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.api import StatusError
 from core.seams import download_file_of
-from media_store.store import MB, safe_filename
+from media_store.store import MB, safe_filename, type_of_name
 
 # How often a running download's size is read against DOWNLOAD_MAX_MB.
 WATCH_S = 0.05
@@ -146,7 +146,7 @@ class Downloads:
         path = await self._finished(download)
         filename = safe_filename(download.suggested_filename, fallback="download")
         shown_type = self.shown.type_of(download.url) if self.shown is not None else None
-        content_type = shown_type or mimetypes.guess_type(filename)[0] or "application/octet-stream"
+        content_type = shown_type or type_of_name(filename)
         digest, size = await asyncio.to_thread(hash_file, path)
         link = await self.ctx.put_media_file(path, size=size, content_type=content_type, filename=filename)
         return {**link, "filename": filename, "sha256": digest}

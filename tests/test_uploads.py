@@ -56,6 +56,7 @@ def test_an_upload_is_stored_and_answers_its_link_name_and_hash(worker):
         ("application/x-www-form-urlencoded", "notes.txt", "text/plain"),  # curl --data-binary's own type
         ("application/x-www-form-urlencoded", "", "application/octet-stream"),
         ("", "scan.png", "image/png"),
+        ("", "q3.csv.gz", "application/gzip"),  # a compressed file's bytes are its compression's, not CSV's
         ("text/csv", "notes.txt", "text/csv"),  # a type given is the file's own
     ],
 )
