@@ -34,8 +34,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import mimetypes
 from email.message import Message
+from email.utils import collapse_rfc2231_value
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -47,6 +49,8 @@ from playwright.async_api import Error as PlaywrightError
 from core.api import StatusError
 from core.seams import download_file_of
 from media_store.store import MB, safe_filename, type_of_name
+
+log = logging.getLogger("penelope.plugins")
 
 # How often a running download's size is read against DOWNLOAD_MAX_MB.
 WATCH_S = 0.05
@@ -228,16 +232,35 @@ class Shown:
         answering.add_done_callback(self._answering.discard)
 
     async def _answer(self, event: dict[str, Any]) -> None:
-        """Let a paused answer through: as an attachment when it is a shown file."""
+        """Let a paused answer through: as an attachment when it is a shown
+        file; as it came when anything about it goes wrong (a paused answer
+        must never stay paused)."""
+        try:
+            let_through = self._let_through(event)
+        except Exception:  # an answer this code did not foresee: the page gets it unchanged
+            log.exception("a shown file's answer could not be read; it is let through as it came")
+            let_through = {"requestId": event["requestId"]}
+        # Changed headers Chromium refuses are let through unchanged too.
+        for answer in (let_through, {"requestId": event["requestId"]}):
+            try:
+                if self.session is not None:
+                    await self.session.send("Fetch.continueResponse", answer)
+                return
+            except PlaywrightError:
+                if self.page.is_closed():
+                    return  # nothing waits for it
+
+    def _let_through(self, event: dict[str, Any]) -> dict[str, Any]:
+        """How a paused answer goes on: `Fetch.continueResponse`'s parameters."""
         headers = event.get("responseHeaders") or []
         status = event.get("responseStatusCode") or 0
         content_type = media_type(header_of(headers, "content-type"))
         let_through: dict[str, Any] = {"requestId": event["requestId"]}
         disposition = header_of(headers, "content-disposition")
         saved_anyway = disposition.strip().lower().startswith("attachment") or content_type == SAVED_TYPE
-        if event.get("frameId") == self._main_frame_id and content_type not in HTML_TYPES | {""} and not saved_anyway:
+        if event.get("frameId") == self._main_frame_id and content_type not in HTML_TYPES and not saved_anyway:
             url = event["request"]["url"]
-            if 200 <= status < 300:
+            if 200 <= status < 300 and content_type:  # an answer without a type: the browser judges it
                 name = shown_filename(url, disposition, content_type)
                 self._types[url] = content_type
                 kept = [header for header in headers if header["name"].lower() != "content-disposition"]
@@ -249,23 +272,22 @@ class Shown:
             elif status >= 400 and self.failure is None:
                 self.failure = StatusError(502, f"The download of {url[:200]} failed: the site answered {status}.")
                 self._news.set()
-        # Changed headers Chromium refuses are let through unchanged: a paused answer must never stay paused.
-        for answer in (let_through, {"requestId": event["requestId"]}):
-            try:
-                if self.session is not None:
-                    await self.session.send("Fetch.continueResponse", answer)
-                return
-            except PlaywrightError:
-                if self.page.is_closed():
-                    return  # nothing waits for it
+        return let_through
 
     async def stop(self) -> None:
-        """Stop watching: the answers paused are let through, and the session goes."""
+        """Stop watching: the answers paused are let through, the interception
+        ends (should the session outlive a detach that fails, it pauses
+        nothing more), and the session goes."""
         if self._answering:
             await asyncio.wait(set(self._answering), timeout=CLEANUP_S)
-        if self.session is not None:
-            with contextlib.suppress(PlaywrightError, TimeoutError):
-                await asyncio.wait_for(self.session.detach(), CLEANUP_S)
+            for answering in self._answering:
+                answering.cancel()
+        session, self.session = self.session, None
+        if session is not None:
+            session.remove_listener("Fetch.requestPaused", self._paused)
+            for step in (session.send("Fetch.disable"), session.detach()):
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(step, CLEANUP_S)
 
 
 def header_of(headers: list[dict[str, str]], name: str) -> str:
@@ -283,7 +305,11 @@ def shown_filename(url: str, disposition: str, content_type: str) -> str:
     when it has none; made safe."""
     message = Message()
     message["content-disposition"] = disposition
-    name = message.get_filename() or unquote(urlsplit(url).path.rsplit("/", 1)[-1])  # "" for a path ending in /
+    named = [value for key, value in message.get_params([], header="content-disposition") if key == "filename"]
+    # `filename*` (RFC 6266, read as Chromium reads it) before `filename`: an encoded value is a tuple here.
+    given = next((collapse_rfc2231_value(value) for value in named if isinstance(value, tuple)), None)
+    given = given or next((value for value in named if isinstance(value, str)), "")
+    name = given or unquote(urlsplit(url).path.rsplit("/", 1)[-1])  # "" for a path ending in /
     extension = (mimetypes.guess_extension(content_type) if content_type else None) or ""
     if not PurePosixPath(name).suffix:
         name = (name or "download") + extension

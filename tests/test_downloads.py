@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.worker import WorkerProcess, wait_until
+from plugins.downloads import shown_filename
 from tests.conftest import worker_env
 from tests.support.site import SHOWN, Site
 
@@ -252,7 +253,17 @@ def test_a_shown_file_with_no_name_is_named_by_its_type_and_one_that_failed_answ
     assert (
         failed.json()["error"] == f"The download of {site.url}/shown/gone.txt?status=404 failed: the site answered 404."
     )
+    untyped = call(worker, "download", url=f"{site.url}/shown/gone.txt?status=500&untyped=1", timeout_ms=5000)
+    assert untyped.status_code == 502, untyped.text  # a failure without a type is one too, at once
     assert media_count(worker) == before and left_behind(worker) == []
+
+
+def test_a_shown_file_s_name_is_read_as_chromium_reads_it():
+    encoded = "inline; filename=\"euro.txt\"; filename*=UTF-8''%E2%82%AC-rates.txt"
+    assert shown_filename("http://site/x", encoded, "text/plain") == "€-rates.txt"  # filename* first (RFC 6266)
+    assert shown_filename("http://site/x", 'inline; filename="rates.txt"', "text/plain") == "rates.txt"
+    assert shown_filename("http://site/a/report", "", "application/json") == "report.json"
+    assert shown_filename("http://site/a/", "", "text/plain") == "download.txt"
 
 
 def test_a_shown_file_past_the_bound_is_refused_and_nothing_is_kept(worker, site):

@@ -61,6 +61,7 @@ class Handler(SimpleHTTPRequestHandler):
             if "kib" in query:
                 body = b"line of text\n" * (int(query["kib"]) * 1024 // 13)
             status = int(query.get("status", "200"))
+            content_type = "" if "untyped" in query else content_type
             return self._send_shown(body, content_type, query.get("disposition"), "chunked" in query, status)
         if url.path == "/download":
             # A file served as a download: `kib` KiB of a pattern, `pause_ms` between
@@ -89,7 +90,8 @@ class Handler(SimpleHTTPRequestHandler):
 
     def _send_shown(self, body: bytes, content_type: str, disposition: str | None, chunked: bool, status: int):
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
+        if content_type:
+            self.send_header("Content-Type", content_type)
         if disposition:
             self.send_header("Content-Disposition", f'inline; filename="{disposition}"')
         if not chunked:
