@@ -125,7 +125,7 @@ class Broker:
         self.drivers: dict[str, list[Driver]] = {}
         self.driver_waits: dict[str, list[tuple[Driver, asyncio.Future]]] = {}
         # The timer at the end of each page's lease nobody calls under (invariant 9).
-        self.lease_timers: dict[str, asyncio.TimerHandle] = {}
+        self.lease_timers: dict[str, tuple[ManagedPage, asyncio.TimerHandle]] = {}  # by name: the page it is for, and it
 
     @property
     def pages(self) -> dict[str, ManagedPage]:
@@ -517,17 +517,18 @@ class Broker:
         if lease is None or lease.active_calls or page.closed:
             return
         delay = max(0.0, lease.expires_at - time.monotonic())
-        self.lease_timers[page.name] = asyncio.get_running_loop().call_later(delay, self._lease_ends, page, lease)
+        self.lease_timers[page.name] = (page, asyncio.get_running_loop().call_later(delay, self._lease_ends, page, lease))
 
     def _disarm(self, page: ManagedPage) -> None:
-        timer = self.lease_timers.get(page.name)
-        if timer is not None and (page.closed or self.pages.get(page.name) is page):
+        """Its timer goes, this page's only: a page of the same name opened since keeps its own."""
+        timed, timer = self.lease_timers.get(page.name, (None, None))
+        if timed is page and timer is not None:
             timer.cancel()
             del self.lease_timers[page.name]
 
     def _lease_ends(self, page: ManagedPage, lease: Lease) -> None:
         """The lease's time is up: it expires here, once, and its page goes to whoever waits."""
-        if self.lease_timers.get(page.name) is not None and self.pages.get(page.name) is page:
+        if self.lease_timers.get(page.name, (None,))[0] is page:
             del self.lease_timers[page.name]
         if page.lease is not lease or page.closed or lease.active_calls:
             return  # released, or a call under it runs (its end arms the timer again)
@@ -617,7 +618,8 @@ class Broker:
             for waiter in page.line.waiters:
                 assert waiter.waiting, f"a waiter in page {name}'s line that waits no more"
             lease = page.lease
-            assert lease is None or lease.active_calls or name in self.lease_timers, f"page {name}: a lease without its timer"
+            timed = self.lease_timers.get(name, (None,))[0] is page
+            assert lease is None or lease.active_calls or timed, f"page {name}: a lease without its timer"
             driven = self.drivers.get(name, [])
             assert not (page.held and driven), f"page {name} is held by a claim and {len(driven)} driver(s) at once"
             assert all(driver.page is page and not driver.released for driver in driven), f"page {name}: a stale driver"

@@ -42,7 +42,7 @@ from playwright.async_api import Error as PlaywrightError
 from cdp.bridge import Bridge
 from cdp.grants import Grant
 from cdp.mux import ChromiumError
-from core.errors import Refusal
+from core.errors import LeaseRequired, PageBusy, Refusal
 from core.runtime import runtime_of
 from core.seams import send_at_once
 from core.writable import Writable
@@ -91,15 +91,22 @@ async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
         if driver is not None:
             broker.undrive(driver)
-        runtime.cdp.grants.end(grant, "The page has no tab now.")
+        busy = isinstance(error, (PageBusy, LeaseRequired))  # the hold refused: a call runs, or another lease holds it
+        runtime.cdp.grants.end(grant, error.message if busy else "The page has no tab now.")
         await send({"type": "websocket.close"})
         return
     except BaseException:  # the worker stops, or the client went, while it waited
         if driver is not None:
             broker.undrive(driver)
         raise
-    await send({"type": "websocket.accept"})
-    await Connection(runtime, grant, driver, scope, send).serve(mux, home, receive)
+    connection = None
+    try:
+        await send({"type": "websocket.accept"})
+        connection = Connection(runtime, grant, driver, scope, send)
+        await connection.serve(mux, home, receive)
+    finally:
+        if connection is None or connection.letting_go is None:  # it ended before its own end could let go
+            broker.undrive(driver)
 
 
 class Connection:

@@ -168,6 +168,9 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
             step.close()
             log.debug("a live viewer's input on page %s was dropped: %s", link.page_id, refused.message)
             return
+        except BaseException:  # the viewer went, or the worker stops, while it waited
+            step.close()
+            raise
         try:
             await step
         finally:
