@@ -110,12 +110,11 @@ async def play(script: list[tuple]) -> None:
         elif kind == "open" and step[1] not in pages.pages:
             page = pages.reserve(step[1])
             await pages.open_tab_of(page)
-            page.opening = page.held = False
-            broker.offer(page)
+            broker.opened(page)
         elif kind == "lease" and step[1] in pages.pages and pages.pages[step[1]].lease is None:
-            pages.pages[step[1]].take_lease(3600, None)
+            broker.take_lease(pages.pages[step[1]], 3600, None)
         elif kind == "unlease" and step[1] in pages.pages and pages.pages[step[1]].lease is not None:
-            pages.pages[step[1]].release_lease(None, force=True)
+            broker.release_lease(pages.pages[step[1]], None, force=True)
         await settle()
         broker.check()
         for caller in callers:
