@@ -4,13 +4,15 @@ of each use, and a sign-in form filled without the secrets being recorded.
 `ctx.credential(name)` (plugins/framework.py) answers the credential's
 values only while the page is on the credential's own origin, so no flow can
 type one site's password into another. `fill_form` types them through a
-CDP session of the worker's own, as internal calls: Playwright's trace
-(X-Debug) records every API call with its arguments and, before each
-recorded action, a snapshot of the page that holds every field's value
-(`__playwright_value_`, a password field's too). So nothing it records runs
-while a secret sits in a field: the focus, the typing and the submit are
-internal calls, and a form that stays on the page after its submit has its
-fields emptied before the flow goes on. Without a submit the values stay in
+CDP session of the worker's own (Playwright's public `CDPSession.send`):
+Playwright's trace (X-Debug) records every call on the page and its context
+with its arguments and, before each recorded action, a snapshot of the page
+that holds every field's value (`__playwright_value_`, a password field's
+too), but not a CDP session's messages (tests/test_fill_credential.py
+searches every trace member for the secrets). So nothing it records runs
+while a secret sits in a field: the focus, the typing and the submit go
+through the session, and a form that stays on the page after its submit has
+its fields emptied before the flow goes on. Without a submit the values stay in
 the form for the flow's next step, which Playwright records as any step.
 
 Each value goes into the form's document only, checked as it is typed
@@ -39,6 +41,7 @@ three modules only for the line count.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,7 +50,6 @@ from urllib.parse import urlsplit
 from playwright.async_api import Error as PlaywrightError
 
 from core.db_thread import on_db_thread
-from core.seams import on_cdp_events, send_cdp
 from credentials.selectors import credential_shown
 from credentials.services import areveal_credential
 
@@ -310,19 +312,20 @@ class Filling:
         From here on, the navigations of the page and of the form's frame
         are watched."""
         session = self.session
-        tree = await send_cdp(session, "Page.getFrameTree", {})
-        frame_id = tree["result"]["frameTree"]["frame"]["id"]
+        tree = await session.send("Page.getFrameTree", {})
+        frame_id = tree["frameTree"]["frame"]["id"]
         self.frames.add(frame_id)
-        on_cdp_events(session, self._note)
-        await send_cdp(session, "Page.enable", {})
+        for method in LEAVING_EVENTS:
+            session.on(method, functools.partial(self._note, method))
+        await session.send("Page.enable", {})
         context = await _world(session, frame_id)
         where = "the page"
         if frame is not None:
             found = await _call(session, context, FRAME_JS, frame, by_value=False)
             if not isinstance(found, Remote):
                 raise LookupError(f"the frame ({frame}) is {_missing(found)}")
-            described = await send_cdp(session, "DOM.describeNode", {"objectId": found.object_id})
-            frame_id = described["result"]["node"].get("frameId") or ""
+            described = await session.send("DOM.describeNode", {"objectId": found.object_id})
+            frame_id = described["node"].get("frameId") or ""
             self.frames.add(frame_id)
             where = f"the frame {frame}"
             try:
@@ -423,13 +426,12 @@ class Filling:
             selectors = [selector for selector in fields.values() if selector]
             await self.settle(_call(self.session, self.form.context, EMPTY_JS, selectors))
 
-    def _note(self, event: dict[str, Any]) -> None:
+    def _note(self, method: str, params: dict[str, Any] | None) -> None:
         """A navigation of the page or of the form's frame: from its start
         the form's document is leaving; once the form's frame commits
         another document (or goes to another process, another site's), the
         form was left."""
-        params = event.get("params") or {}
-        method = event.get("method")
+        params = params or {}
         frame_id = params.get("frameId") or (params.get("frame") or {}).get("id")
         if frame_id not in self.frames:
             return
@@ -450,8 +452,8 @@ class Filling:
 
 
 async def _world(session: Any, frame_id: str) -> int:
-    answer = await send_cdp(session, "Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
-    return answer["result"]["executionContextId"]
+    answer = await session.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": WORLD})
+    return answer["executionContextId"]
 
 
 async def _call(session: Any, where: int | Remote, function: str, *arguments: Any, by_value: bool = True) -> Any:
@@ -464,10 +466,9 @@ async def _call(session: Any, where: int | Remote, function: str, *arguments: An
         {"objectId": argument.object_id} if isinstance(argument, Remote) else {"value": argument}
         for argument in arguments
     ]
-    answer = await send_cdp(session, "Runtime.callFunctionOn", {
+    result = await session.send("Runtime.callFunctionOn", {
         "functionDeclaration": function, **target, "arguments": passed, "returnByValue": by_value,
     })  # fmt: skip
-    result = answer["result"]
     if "exceptionDetails" in result:  # never said back: the arguments may hold a secret
         raise LookupError("the form's document refused the worker's script")
     returned = result["result"]

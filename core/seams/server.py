@@ -1,9 +1,7 @@
 """Seams in daphne and Twisted: daphne's request class (pieces 6 and 14),
 Twisted's HTTP channel (7), the reactor's asyncio loop (11), and daphne's
-sockets (16, 19).
-core/seams/__init__.py says what each replaces or relies on, and why.
-
-Nothing of Twisted or daphne is imported at the top: Twisted's modules are
+sockets (16, 19); docs/design/SEAMS.md says what each replaces, why, and
+what it pays. Nothing of Twisted or daphne is imported at the top: Twisted's modules are
 import-order sensitive (core/serving.py), and this package is imported
 before the reactor is installed."""
 
@@ -364,8 +362,9 @@ def size_socket_messages(limit_of: Callable[[str], int | None], close_wait_s: fl
             return super().onConnect(request)
 
         def handle_reply(self, message: dict[str, Any]) -> None:
-            if message.get("type") == "websocket.close" and message.get("reason") and self.state != self.STATE_CONNECTING:
-                self.sendClose(code=message.get("code") or 1000, reason=message["reason"])
+            reason = message.get("reason") if message.get("type") == "websocket.close" else None
+            if reason and self.state != self.STATE_CONNECTING:
+                self.sendClose(code=message.get("code") or 1000, reason=reason)
                 return
             super().handle_reply(message)
 
