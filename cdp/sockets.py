@@ -44,7 +44,6 @@ from cdp.grants import Grant
 from cdp.mux import ChromiumError
 from core.errors import LeaseRequired, PageBusy, Refusal
 from core.runtime import runtime_of
-from core.seams import send_at_once
 from core.writable import Writable
 
 if TYPE_CHECKING:
@@ -126,7 +125,6 @@ class Connection:
         self.closing: tuple[int, str] | None = None
         self.who = _who(scope)
         self.writable = Writable.of(send)
-        self.now = send_at_once(send)  # daphne's send, without a task woken per message
         self.bridge: Bridge | None = None
         self.started_at = 0.0
         self.counted = False  # in requests_in_flight and the hub's open connections
@@ -210,19 +208,9 @@ class Connection:
     # --- to the client -------------------------------------------------------------------
 
     def deliver(self, text: str) -> None:
-        """A message to the client, in order: sent at once when nothing waits
-        before it and the connection takes bytes, else queued for the sender.
-        Nothing goes once the connection closes."""
+        """A message to the client, queued for the sender, in order. Nothing
+        goes once the connection closes."""
         if self.closing is not None:
-            return
-        if not self.queue and self.now is not None and (
-            self.writable is None or self.writable.open.is_set()
-        ):
-            try:
-                self.now({"type": "websocket.send", "text": text})
-            except Exception as error:  # the connection went under the message
-                log.debug("a CDP client's connection went while it was sent to", exc_info=True)
-                self.end(f"The connection failed: {error}")
             return
         self.queue.append(text)
         self.queued += len(text)
@@ -243,12 +231,9 @@ class Connection:
         self.closing = (code, why[:120])
         self.queue.clear()
         self.queued = 0
-        if self.now is not None:
-            try:
-                self.now({"type": "websocket.close", "code": code, "reason": self.closing[1]})
-            except Exception:  # the connection went already
-                log.debug("a CDP client's connection went as it was closed", exc_info=True)
-        self.fresh.set()  # the sender sends the close when it could not go at once, else stops
+        # Not through the sender, which may wait for a client that reads nothing.
+        self.runtime.tasks.spawn(self._send_close(), about="a CDP client's close")
+        self.fresh.set()  # the sender stops
         self._let_go()
         self._uncount()
 
@@ -265,12 +250,18 @@ class Connection:
                     text = self.queue.popleft()
                     self.queued -= len(text)
                     await self.send({"type": "websocket.send", "text": text})
-            if self.now is None:
-                code, reason = self.closing
-                await self.send({"type": "websocket.close", "code": code, "reason": reason})
         except Exception as error:  # daphne raises on a send after the connection closed
             log.debug("a CDP client's connection went while it was sent to", exc_info=True)
             self.why = f"The connection failed: {error}"
+
+    async def _send_close(self) -> None:
+        """The close, with its code and why, after what the connection took already."""
+        assert self.closing is not None
+        code, reason = self.closing
+        try:
+            await self.send({"type": "websocket.close", "code": code, "reason": reason})
+        except Exception:  # the connection went already
+            log.debug("a CDP client's connection went as it was closed", exc_info=True)
 
 
 def _who(scope: dict) -> str:

@@ -1,12 +1,11 @@
-"""The upstream behaviour pieces 16, 18 and 19 of core/seams rely on (17
-went back to Playwright's public API: docs/design/SEAMS.md), one test
+"""The upstream behaviour pieces 16 and 18 of core/seams rely on (17 and
+19 went back to Playwright's and daphne's public API: docs/design/SEAMS.md), one test
 each beside tests/test_seams.py's (here, in a module of their own: a test
 there leaves an event loop running in its thread, where Playwright's sync
 API and asyncio.run refuse to start)."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 from pathlib import Path
@@ -138,48 +137,3 @@ def test_the_driver_spawns_chromium_through_child_process_and_reads_its_pipe_fro
     assert sorted(set(re.findall(r'pipeRead\.on\("(\w+)"', transport))) == ["close", "data", "error"], (
         "seam 18 the driver tap: Playwright's PipeTransport listens to other events of its pipe now"
     )
-
-
-# --- 19. a socket's message sent at once ------------------------------------------------------------
-
-
-def test_daphne_s_send_is_its_server_s_handle_reply_bound_to_the_protocol():
-    """`send_at_once` does what daphne's `send` does for a socket's message:
-    daphne builds `send` as `partial(self.handle_reply, protocol)`, and
-    `Server.handle_reply` checks `connections`, then calls the protocol's
-    `handle_reply` (its header check is for HTTP answers only). If this
-    fails: daphne's `send` does more now; adapt the seam."""
-    from daphne.server import Server
-
-    assert "send=partial(self.handle_reply, protocol)" in inspect.getsource(Server.create_application), (
-        "seam 19 send_at_once: daphne's Server.create_application no longer makes send partial(handle_reply, protocol)"
-    )
-    source = inspect.getsource(Server.handle_reply)
-    assert 'if not message["type"] == "http.response.start"' in inspect.getsource(Server.check_headers_type), (
-        "seam 19 send_at_once: daphne's Server.check_headers_type now checks a socket's messages too"
-    )
-    assert source.rstrip().endswith("protocol.handle_reply(message)"), (
-        "seam 19 send_at_once: daphne's Server.handle_reply does more than call the protocol's handle_reply now"
-    )
-    assert (
-        'if protocol not in self.connections or self.connections[protocol].get(\n            "disconnected", None'
-        in source
-    ), "seam 19 send_at_once: daphne's Server.handle_reply checks the connection otherwise now"
-
-    class Protocol:
-        def __init__(self) -> None:
-            self.sent: list[dict] = []
-
-        def handle_reply(self, message: dict) -> None:
-            self.sent.append(message)
-
-    server, protocol = Server.__new__(Server), Protocol()
-    server.connections = {protocol: {}}
-    now = seams.send_at_once(functools.partial(server.handle_reply, protocol))
-    now({"type": "websocket.send", "text": "one"})
-    server.connections[protocol]["disconnected"] = 1
-    now({"type": "websocket.send", "text": "two"})
-    assert protocol.sent == [{"type": "websocket.send", "text": "one"}], (
-        "seam 19 send_at_once: what the seam makes of it changed"
-    )
-    assert seams.send_at_once(lambda message: None) is None, "seam 19 send_at_once: what the seam makes of it changed"

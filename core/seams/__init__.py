@@ -9,9 +9,9 @@ tests/test_seams.py and tests/test_seams_sockets.py check, piece by piece,
 the upstream behaviour each relies on, with messages that name the piece;
 tests/test_layout.py fails when a private name of those frameworks is used
 outside this package. The pieces live in its modules: `handler` (1, 3 to
-5, 9, 10), `server` (6, 7, 11, 14, 16, 19), `sqlite` (12), `orm` (8, 13) and
+5, 9, 10), `server` (6, 7, 11, 14, 16), `sqlite` (12), `orm` (8, 13) and
 `browser` (15), with piece 18 in Node, browser/tap.cjs; each is imported
-here under its own name. Pieces 2 and 17 went back to the frameworks'
+here under its own name. Pieces 2, 17 and 19 went back to the frameworks'
 public API."""
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from core.seams.server import (
     bound_request_bodies,
     bound_request_heads,
     name_statuses,
-    send_at_once,
     size_socket_messages,
 )
 from core.seams.sqlite import run_sqlite_script
@@ -60,7 +59,6 @@ __all__ = [
     "insert_row",
     "name_statuses",
     "run_sqlite_script",
-    "send_at_once",
     "size_socket_messages",
     "take_saved_row",
 ]

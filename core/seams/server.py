@@ -8,7 +8,6 @@ before the reactor is installed."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -370,29 +369,3 @@ def size_socket_messages(limit_of: Callable[[str], int | None], close_wait_s: fl
 
     ws_protocol.WebSocketFactory.protocol = SizedWebSocketProtocol
     return SizedWebSocketProtocol
-
-
-# --- 19. a socket's message sent at once ---------------------------------------------------
-
-
-def send_at_once(send: Any) -> Callable[[dict[str, Any]], None] | None:
-    """For a WebSocket served by daphne, a plain function that sends an ASGI
-    message now, as awaiting `send` would: daphne's `send` is its Server's
-    `handle_reply` coroutine bound to the socket's protocol (`partial`), and
-    for a socket's messages all it does is check that the connection is
-    still there, then call the protocol's `handle_reply`. Awaiting it needs
-    a coroutine, so a caller on a callback (not a task) would wake a task
-    for every message; this runs the same two steps without one. None
-    under another server. A message after the connection went is dropped,
-    as daphne drops it."""
-    server = getattr(getattr(send, "func", None), "__self__", None)
-    protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
-    connections = getattr(server, "connections", None)
-    if protocol is None or not isinstance(connections, dict) or not hasattr(protocol, "handle_reply"):
-        return None
-
-    def now(message: dict[str, Any]) -> None:
-        if protocol in connections and not connections[protocol].get("disconnected"):
-            protocol.handle_reply(message)
-
-    return now
