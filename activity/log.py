@@ -1,4 +1,4 @@
-"""The request log's service: record rows in memory, flush them in bulk, sweep
+"""The request log: record rows in memory, flush them in bulk, sweep
 old ones, and summarise them as the workload.
 
 `RequestLog.record()` only appends to the runtime's in-memory buffer, so a

@@ -88,7 +88,7 @@ class WorkerState(Collector):
         )
         yield GaugeMetricFamily(
             "penelope_pages_leased", "Pages under a lease now.",
-            value=sum(1 for page in pages if page.current_lease() is not None),
+            value=sum(1 for page in pages if page.lease is not None),
         )
         queued = GaugeMetricFamily(
             "penelope_page_queue_depth", "Jobs queued for a page now (X-Queue-Timeout), by page.", labels=["page_id"]

@@ -1,10 +1,11 @@
 """`GET /api/v1/overview` and `/api/v1/overview/jobs`: what the fleet console
 shows of a persona, answered by its worker, for a console that reaches the
-persona only through its Service (Kubernetes, console/services.py).
+persona only through its Service (Kubernetes, console/fleet_http.py).
 
-The store's readings are the console's own (console/readings.py: plain
-sqlite3, read-only, in a thread), so a persona reads the same on the waker's
-console, which opens its store file, and on a cluster's, which asks here.
+The store's readings are the console's own (console/persona_store.py: the
+queries of jobs/, activity/ and schedules/ `store_reads.py`, plain sqlite3,
+read-only, in a thread), so a persona reads the same on the waker's console,
+which opens its store file, and on a cluster's, which asks here.
 The live part is what the waker would otherwise read itself: the pages, the
 memory charged to the worker's process tree, its start and its browser.
 Both routes are reads of the monitoring kind (activity/middleware.py): they
@@ -26,8 +27,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
 from activity.views import BROWSER_STATES, browser_state
-from console import readings
-from console.readings import JOB_STATES, SCALES
+from console import persona_store
+from console.persona_store import SCALES
 from console.search import SearchInvalid, StoreSearchQuery, job_search
 from core.api import ApiError
 from core.numbers import MAX_DECIMAL_CHARACTERS, MOMENT_PATTERN
@@ -36,6 +37,7 @@ from core.rest import ApiView, answer
 from core.runtime import runtime_of
 from core.schema import operation
 from core.shapes import Success
+from jobs.store_reads import JOB_STATES
 
 
 class MomentShape(OpenApiSerializerFieldExtension):
@@ -159,8 +161,8 @@ class OverviewView(ApiView):
         await runtime.request_log.aflush()  # the log's rows still in memory count too
         now, store = time.time(), settings.STORE_DIR
         row, overview, memory = await asyncio.gather(
-            asyncio.to_thread(readings.row_reading, store, now),
-            asyncio.to_thread(readings.overview, store, now),
+            asyncio.to_thread(persona_store.row_reading, store, now),
+            asyncio.to_thread(persona_store.overview, store, now),
             asyncio.to_thread(tree_charged_bytes, os.getpid()),
         )
         pages = runtime.pages.pages
@@ -194,5 +196,5 @@ class OverviewJobsView(ApiView):
             search = job_search(dict(request.query_params.items()))
         except SearchInvalid as error:
             raise ApiError(400, str(error)) from None
-        jobs = await asyncio.to_thread(readings.search_jobs, settings.STORE_DIR, search)
+        jobs = await asyncio.to_thread(persona_store.search_jobs, settings.STORE_DIR, search)
         return answer(StoredJobs, {"success": True, "page_id": None, "jobs": jobs})

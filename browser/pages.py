@@ -136,7 +136,8 @@ def validate_page_id(page_id: str) -> str:
 @dataclass
 class Lease:
     """A page reserved for one client's flow. It never expires while a call
-    under it runs; its TTL restarts when the last such call ends."""
+    under it runs; its TTL restarts when the last such call ends. The broker
+    keeps it: it takes, renews, releases and expires it (a timer at its end)."""
 
     id: str
     ttl: float
@@ -150,9 +151,6 @@ class Lease:
         """Seconds from its taking to its release, or to now while it is held."""
         end = self.released_at if self.released_at is not None else time.monotonic()
         return end - self.taken_at
-
-    def expired(self, now: float) -> bool:
-        return self.active_calls == 0 and now >= self.expires_at
 
     def expires_in(self, now: float) -> float:
         if self.active_calls:
@@ -170,6 +168,20 @@ class Claim:
     released: bool = False
 
 
+@dataclass(eq=False)
+class Driver:
+    """A driver hold: a CDP client's connection, or a person's input on the
+    live view, driving the page's tab under its lease (or on a page nobody
+    leases). Several drivers may share a page; a driver and a claim never
+    hold it at once (the broker's invariant 7)."""
+
+    page: ManagedPage
+    lease: Lease | None
+    kind: str  # who drives, as the 409 names it: "a CDP client", "live control"
+    leaving: bool = False  # its connection ended: it lets go once it has undone what it set
+    released: bool = False
+
+
 PAGE_CRASHED = "page_crashed"  # a `reopened` cause besides the browser's (browser.runner.Cause)
 
 
@@ -179,7 +191,9 @@ class ManagedPage:
     tab: Page | None = None
     # Held by one caller at a time (a claim, a waiter it was handed to, its
     # opening); the plain calls and queued jobs that wait for it stand in its
-    # line. Both are the broker's to change (browser/broker.py).
+    # line. `held`, `opening`, `closed` and `lease` are the broker's to change
+    # (browser/broker.py), which is told of every opening and closing; the
+    # driver holds (CDP clients, live control) are kept in the broker.
     held: bool = False
     line: Line = field(default_factory=Line)
     job_id: str | None = None
@@ -202,8 +216,9 @@ class ManagedPage:
     on_tab_lost: Callable[[], None] | None = None
     # When a call or a job last let it go (time.monotonic()): idle pool pages close.
     last_used: float = field(default_factory=time.monotonic)
-    # Told when its lease is released (the broker's `offer`: a waiter may take the page).
-    on_free: Callable[[ManagedPage], None] | None = None
+    # A new tab being opened for it (`ensure_tab`): the other holders await it
+    # rather than open a second one (browser/registry.py).
+    tab_opening: asyncio.Future | None = field(default=None, repr=False)
     # The last replacement of the tab, shown in the page's state:
     # {"cause", "at", "lost_url"}; a client compares `at` with its last call.
     reopened: dict | None = None
@@ -252,23 +267,16 @@ class ManagedPage:
 
     # --- leases ---------------------------------------------------------------
 
-    def current_lease(self) -> Lease | None:
-        if self.lease is not None and self.lease.expired(time.monotonic()):
-            self.lease = None  # found expired: released now
-            self._publish(Event.PAGE_RELEASED)
-        return self.lease
-
-    def _publish(self, event: Event) -> None:
-        self.publish(event, job_id=self.job_id)
-
     def publish(self, event: Event, *, job_id: str | None, detail: dict | None = None) -> None:
         """Publish one of the page's changes on its worker's bus."""
         if self.bus is not None:
             self.bus.publish(event, page_id=self.name, job_id=job_id, detail=detail)
 
     def check_lease(self, lease_id: str | None) -> Lease | None:
-        """The lease a call runs under, or 423 when the call may not run."""
-        lease = self.current_lease()
+        """The lease a call runs under, or 423 when the call may not run. A
+        read: the lease is taken, released and expired by the broker only
+        (browser/broker.py), so nothing here changes or publishes anything."""
+        lease = self.lease
         if lease is None:
             if lease_id:
                 raise LeaseRequired("The lease in X-Lease is unknown or expired.", self.name)
@@ -277,45 +285,6 @@ class ManagedPage:
             raise LeaseRequired(f"Page {self.name} is leased; send its lease in X-Lease.", self.name)
         if not secrets.compare_digest(lease_id.encode(), lease.id.encode()):
             raise LeaseRequired(f"The lease in X-Lease does not hold page {self.name}.", self.name)
-        return lease
-
-    def take_lease(self, ttl: float, lease_id: str | None) -> Lease:
-        """A new lease, or the caller's own lease renewed with a new TTL."""
-        lease = self.current_lease()
-        if lease is not None:
-            self.check_lease(lease_id)
-            lease.ttl = ttl
-            lease.expires_at = time.monotonic() + ttl
-            return lease
-        if lease_id:
-            raise LeaseRequired("The lease in X-Lease is unknown or expired.", self.name)
-        self.lease = Lease(id=secrets.token_hex(16), ttl=ttl, expires_at=time.monotonic() + ttl)
-        self._publish(Event.PAGE_LEASED)
-        return self.lease
-
-    def release_lease(self, lease_id: str | None, *, force: bool = False) -> Lease:
-        """Release the page's lease, the one in `lease_id`; with `force`, whatever
-        its id (an operator's tool for a lease whose id was lost).
-
-        Calls running under a broken lease run on to their end: their claims
-        hold the lease object, not the page's slot, so their release restarts
-        the old lease's TTL and leaves the page unleased.
-        """
-        lease = self.current_lease()
-        if lease is None:
-            raise LeaseRequired(f"Page {self.name} has no lease to release.", self.name)
-        if not force:
-            self.check_lease(lease_id)
-        lease.released_at = time.monotonic()
-        self.lease = None
-        self._publish(Event.PAGE_RELEASED)
-        if self.on_free is not None and not self.held:
-            self.on_free(self)
-        if force:
-            log.warning(
-                "page %s: lease broken by force, %.1f s after it was taken (%d call(s) under it run on, job %s)",
-                self.name, lease.age, lease.active_calls, self.job_id or "none",
-            )
         return lease
 
     # --- who holds it ---------------------------------------------------------------
@@ -335,7 +304,8 @@ class ManagedPage:
         return PageBusy(f"Page {self.name} is busy.", self.name)
 
     def state(self) -> dict:
-        lease = self.current_lease()
+        """What `GET /pages` shows: a read, it changes and publishes nothing."""
+        lease = self.lease
         now = time.monotonic()
         url = ""
         if self.tab is not None and not self.tab.is_closed() and not self.crashed:

@@ -20,10 +20,15 @@ log = logging.getLogger("penelope.pages")
 POOL_PREFIX = "pool-"
 
 
+class Driven(Protocol):
+    def driven(self, page: ManagedPage) -> bool: ...  # a CDP client or live control on it (browser/broker.py)
+
+
 class Pages(Protocol):
     """What the pool needs of the page registry (browser/registry.py)."""
 
     pages: dict[str, ManagedPage]
+    broker: Driven
 
     async def close(self, page_id: str, lease_id: str | None) -> None: ...
 
@@ -35,7 +40,7 @@ def next_pool_name(pages: dict[str, ManagedPage]) -> str:
 
 def is_free(page: ManagedPage) -> bool:
     """Open, and nobody holds it, waits for it or leases it."""
-    return not (page.opening or page.closed or page.held or len(page.line)) and page.current_lease() is None
+    return not (page.opening or page.closed or page.held or len(page.line)) and page.lease is None
 
 
 async def close_idle(registry: Pages) -> int:
@@ -43,7 +48,7 @@ async def close_idle(registry: Pages) -> int:
     cutoff = time.monotonic() - settings.POOL_PAGE_IDLE_S
     closed = 0
     for name, page in list(registry.pages.items()):
-        if name.startswith(POOL_PREFIX) and is_free(page) and page.last_used <= cutoff:
+        if name.startswith(POOL_PREFIX) and is_free(page) and not registry.broker.driven(page) and page.last_used <= cutoff:
             try:
                 await registry.close(name, None)
             except DomainError as refused:  # taken or leased meanwhile

@@ -38,13 +38,14 @@ BROWSER_STEPS = [
 ]
 
 
-def skip_reason(page: ManagedPage) -> str | None:
-    """Why the purge leaves this page alone, or None when it is idle."""
+def skip_reason(page: ManagedPage, driven: bool = False) -> str | None:
+    """Why the purge leaves this page alone, or None when it is idle; `driven`:
+    a CDP client or live control holds it (the broker's `driven`)."""
     if page.job_id:
         return "job"
-    if page.busy or page.waiting:
+    if page.busy or page.waiting or driven:
         return "busy"
-    if page.current_lease() is not None:
+    if page.lease is not None:
         return "leased"
     if page.closed or page.tab is None or page.tab.is_closed() or page.crashed:
         return "closed"
@@ -88,7 +89,7 @@ async def _purge(pages: PageRegistry) -> PurgeReport:
     began = time.monotonic()
     report.memory_before = await browser.memory()
     for page in list(pages.pages.values()):
-        reason = skip_reason(page)
+        reason = skip_reason(page, pages.broker.driven(page))
         if reason is None:
             reason = await _run_steps(browser.context, page, PAGE_STEPS)
         if reason is None:
@@ -98,7 +99,7 @@ async def _purge(pages: PageRegistry) -> PurgeReport:
     if report.purged and not report.skipped:
         # Only now is no page in use: these steps reach every page.
         first = pages.pages.get(report.purged[0])
-        if first is not None and skip_reason(first) is None:
+        if first is not None and skip_reason(first, pages.broker.driven(first)) is None:
             report.browser_caches_cleared = await _run_steps(browser.context, first, BROWSER_STEPS) is None
     report.memory_after = await browser.memory()
     report.duration_ms = (time.monotonic() - began) * 1000

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from browser.broker import Broker
-from browser.pages import MAIN_PAGE, PAGE_CRASHED, ManagedPage, validate_page_id
+from browser.pages import MAIN_PAGE, PAGE_CRASHED, Claim, Driver, ManagedPage, validate_page_id
 from browser.runner import BrowserState, BrowserUnavailable, Cause
 from browser.tabs import close_quietly, new_tab, url_of
 from core.errors import BrowserNotRunning, PageAlreadyOpen, PageNotOpen, PageStaysOpen, TabLost, TooManyPages
@@ -48,12 +48,11 @@ class PageRegistry:
     def attach(self, browser: Browser, first_tab: Page) -> None:
         self.browser = browser
         browser.listener = self
-        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, on_free=self.broker.offer, bus=self.bus)}
+        self.pages = {MAIN_PAGE: ManagedPage(MAIN_PAGE, first_tab, bus=self.bus)}
 
     def detach(self) -> None:
-        for page in self.pages.values():
-            page.closed = True
-        self.pages = {}
+        pages, self.pages = list(self.pages.values()), {}
+        self.broker.detached(pages)
         if self.browser is not None:
             self.browser.listener = None
         self.browser = None
@@ -87,10 +86,10 @@ class PageRegistry:
             page.mark_reopened(cause.value, page.lost_url)
             page.lost_url = ""
         # An opening for `any` may have failed while the browser was down: its waiters get it now.
-        self.broker.open_for_any()
+        self.broker.rebalance()
 
     def idle(self) -> bool:
-        return not any(page.busy or page.waiting for page in self.pages.values())
+        return not any(page.busy or page.waiting or self.broker.driven(page) for page in self.pages.values())
 
     def navigation_refused(self, tab: Page, refusal: str) -> None:
         for page in self.pages.values():
@@ -136,9 +135,7 @@ class PageRegistry:
         except BaseException:
             self.drop(page)
             raise
-        page.opening = False
-        page.held = False
-        self.broker.offer(page)  # a new page is free: a waiter on `any` may take it
+        self.broker.opened(page)  # a new page is free: a waiter on `any` may take it
         return page
 
     def room(self) -> int:
@@ -151,14 +148,16 @@ class PageRegistry:
     def free_tab(self, target_id: str) -> None:
         if target_id in self.foreign_tabs:
             self.foreign_tabs.discard(target_id)
-            self.broker.open_for_any()
+            self.broker.rebalance()
 
     def reserve(self, page_id: str) -> ManagedPage:
         """The page under its name before its tab exists: the name taken
         before any await, so two openers cannot both pass, and the page held
-        by its opening, so no call runs on it and no recycle begins under it."""
-        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer, bus=self.bus)
+        by its opening (reported to the broker), so no call runs on it and no
+        recycle begins under it."""
+        page = ManagedPage(page_id, bus=self.bus)
         self.pages[page_id] = page
+        self.broker.opening(page)
         return page
 
     async def open_tab_of(self, page: ManagedPage) -> None:
@@ -170,7 +169,6 @@ class PageRegistry:
         goes to the waiters on `any` (the broker's `closed`)."""
         if self.pages.get(page.name) is page:
             del self.pages[page.name]
-        page.closed = True
         self.broker.closed(page)
 
     async def close(self, page_id: str, lease_id: str | None) -> None:
@@ -180,7 +178,6 @@ class PageRegistry:
         page.check_lease(lease_id)
         if page.opening or page.held or len(page.line):
             raise page.busy_error()
-        page.closed = True
         del self.pages[page_id]
         self.broker.closed(page)
         await close_quietly(page.tab, page.name)
@@ -204,26 +201,48 @@ class PageRegistry:
         else:
             self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a spare tab of page {page.name}")
 
-    async def ensure_tab(self, page: ManagedPage, wait_s: float) -> Page:
-        """The page's tab for a call: once the browser takes calls (a relaunch
-        waited for up to `wait_s`, else 503), and opened anew if its renderer
-        crashed, it went with the browser, or an action closed it. Nothing is
-        awaited between the tab's check and the answer, so the caller's read
-        of `tab_generation` right after belongs to this tab."""
+    async def ensure_tab(self, hold: Claim | Driver, wait_s: float) -> Page:
+        """The tab of the page `hold` holds (a claim, or a driver hold: the
+        broker's, browser/broker.py), for its call: once the browser takes
+        calls (a relaunch waited for up to `wait_s`, else 503), and opened
+        anew if its renderer crashed, it went with the browser, or an action
+        closed it. One new tab at a time per page: a holder that finds one
+        opening awaits it (two drivers share a page). PageNotOpen when the
+        hold holds nothing (its page closed). Nothing is awaited between the
+        tab's check and the answer, so the caller's read of
+        `tab_generation` right after belongs to this tab."""
+        page = hold.page
         deadline = time.monotonic() + wait_s
         while True:
             browser = await self.wait_for_browser(page.name, max(0.0, deadline - time.monotonic()))
+            if not self.broker.holds(hold):  # after the wait: a relaunch waited for may have closed its page
+                raise PageNotOpen(f"Page {page.name} is not open, or its hold was let go.", page.name)
             if page.tab is not None and not page.tab.is_closed() and not page.crashed:
                 return page.tab
-            old, crashed = page.tab, page.crashed
-            tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
-            if browser.state != BrowserState.UP or browser is not self.browser:
-                self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
-                continue  # the browser went while the tab opened: wait for the next one
-            page.set_tab(tab)
-            if crashed:
-                page.mark_reopened(PAGE_CRASHED, url_of(old))
-            self.tasks.spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
+            if page.tab_opening is not None:  # another holder opens it: its tab is ours too
+                await asyncio.shield(page.tab_opening)
+                continue
+            page.tab_opening = asyncio.get_running_loop().create_future()
+            try:
+                await self._reopen(page, browser, deadline)
+            finally:
+                opening, page.tab_opening = page.tab_opening, None
+                opening.set_result(None)
+
+    async def _reopen(self, page: ManagedPage, browser: Browser, deadline: float) -> None:
+        """A new tab for the page, unless the browser went while it opened."""
+        old, crashed = page.tab, page.crashed
+        tab = await self.open_tab(page.name, max(0.0, deadline - time.monotonic()))
+        if browser.state != BrowserState.UP or browser is not self.browser:
+            self.tasks.spawn(close_quietly(tab, page.name), about=f"closing a tab of page {page.name} opened as the browser went")
+            return  # the browser went while the tab opened: the caller waits for the next one
+        if page.closed or self.pages.get(page.name) is not page:  # closed while its tab opened (a driven page may be)
+            self.tasks.spawn(close_quietly(tab, page.name), about=f"closing the tab of page {page.name}, closed meanwhile")
+            return  # the caller's hold holds nothing now: PageNotOpen
+        page.set_tab(tab)
+        if crashed:
+            page.mark_reopened(PAGE_CRASHED, url_of(old))
+        self.tasks.spawn(close_quietly(old, page.name), about=f"closing the old tab of page {page.name}")
 
     async def open_tab(self, page_id: str, wait_s: float) -> Page:
         """A new tab once the browser takes calls; when it goes while the tab

@@ -254,10 +254,11 @@ class Lease(ApiView):
         )
     )
     async def post(self, request: Any, page_id: str) -> HttpResponse:
+        validate_page_id(page_id)  # first: `any` is refused for what it is, whatever the body lacks
         lease_id = request.headers.get("X-Lease")
         ttl = validated(LeaseParams, known_only(LeaseParams, request.data, self.does["POST"]))["ttl"]
-        validate_page_id(page_id)
-        taken = pages_of(request).get(page_id).take_lease(ttl, lease_id)
+        pages = pages_of(request)
+        taken = pages.broker.take_lease(pages.get(page_id), ttl, lease_id)
         renewed = bool(lease_id)  # the holder sent its own lease: same id, new TTL
         return answer(
             LeaseTaken,
@@ -295,8 +296,8 @@ class Lease(ApiView):
         validate_page_id(page_id)
         # A plain dict, not the QueryDict: DRF reads an empty form value as absent, and `?force=` is refused.
         force = validated(ReleaseLeaseQuery, request.query_params.dict())["force"]
-        page = pages_of(request).get(page_id)
-        released = page.release_lease(request.headers.get("X-Lease"), force=force)
+        pages = pages_of(request)
+        released = pages.broker.release_lease(pages.get(page_id), request.headers.get("X-Lease"), force=force)
         body = {"success": True, "page_id": page_id, "released": True}
         if not force:
             return answer(LeaseReleased, body)

@@ -45,7 +45,7 @@ class Grant:
             not self.ended
             and (now or time.time()) < self.expires_at
             and not self.page.closed
-            and self.page.current_lease() is self.lease
+            and self.page.lease is self.lease
         )
 
 

@@ -42,12 +42,12 @@ from playwright.async_api import Error as PlaywrightError
 from cdp.bridge import Bridge
 from cdp.grants import Grant
 from cdp.mux import ChromiumError
-from core.errors import Refusal
+from core.errors import LeaseRequired, PageBusy, Refusal
 from core.runtime import runtime_of
-from core.seams import send_at_once
 from core.writable import Writable
 
 if TYPE_CHECKING:
+    from browser.pages import Driver
     from browser.tap import Link
 
 log = logging.getLogger("penelope.cdp")
@@ -57,6 +57,7 @@ log = logging.getLogger("penelope.cdp")
 # the size limit is closed by the server itself with 1009 (core/serving.py).
 ENDED, BROWSER_GONE, TOO_SLOW = 4001, 4002, 4008
 MIB = 1024 * 1024
+CDP_CLIENT = "a CDP client"  # the driver hold's kind, as a refused call names it
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -71,29 +72,50 @@ async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     if grant is None:
         await send({"type": "websocket.close"})  # before the accept: the handshake answers 403
         return
+    broker = runtime.pages.broker
+    driver = None
     try:
-        tab = await runtime.pages.ensure_tab(grant.page, settings.PAGE_WAIT_S)
+        # The connection drives the page under a driver hold (browser/broker.py):
+        # a call or job under the lease running now is waited for, up to PAGE_WAIT_S.
+        driver = await broker.drive(grant.page, grant.lease, kind=CDP_CLIENT, wait_s=settings.PAGE_WAIT_S)
+        tab = await runtime.pages.ensure_tab(driver, settings.PAGE_WAIT_S)
         mux = await runtime.cdp.mux()
         home = await runtime.cdp.target_of(tab)
-    # One answer, whichever step failed: the page's tab (a refusal: no page,
-    # no browser, no tab), the mux (RuntimeError: no browser; the tap's
-    # TapUnavailable; ChromiumError or Playwright's Error as it attaches),
-    # the target's id (Playwright's Error: the tab went).
+    # One answer, whichever step failed: the driver hold or the page's tab (a
+    # refusal: no page, another lease, a busy page, no browser, no tab), the
+    # mux (RuntimeError: no browser; the tap's TapUnavailable; ChromiumError
+    # or Playwright's Error as it attaches), the target's id (Playwright's
+    # Error: the tab went).
     except (Refusal, PlaywrightError, ChromiumError, RuntimeError) as error:
         log.info("a CDP client of page %s was refused: %s", grant.page_id, error)
-        runtime.cdp.grants.end(grant, "The page has no tab now.")
+        if driver is not None:
+            broker.undrive(driver)
+        busy = isinstance(error, (PageBusy, LeaseRequired))  # the hold refused: a call runs, or another lease holds it
+        runtime.cdp.grants.end(grant, error.message if busy else "The page has no tab now.")
         await send({"type": "websocket.close"})
         return
-    await send({"type": "websocket.accept"})
-    await Connection(runtime, grant, scope, send).serve(mux, home, receive)
+    except BaseException:  # the worker stops, or the client went, while it waited
+        if driver is not None:
+            broker.undrive(driver)
+        raise
+    connection = None
+    try:
+        await send({"type": "websocket.accept"})
+        connection = Connection(runtime, grant, driver, scope, send)
+        await connection.serve(mux, home, receive)
+    finally:
+        if connection is None or connection.letting_go is None:  # it ended before its own end could let go
+            broker.undrive(driver)
 
 
 class Connection:
     """One open CDP connection: its bridge, its queue to the client, its end."""
 
-    def __init__(self, runtime: Any, grant: Grant, scope: dict[str, Any], send: Send) -> None:
+    def __init__(self, runtime: Any, grant: Grant, driver: Driver, scope: dict[str, Any], send: Send) -> None:
         self.runtime = runtime
         self.grant = grant
+        self.driver = driver  # its hold on the page, let go once the bridge has closed
+        self.letting_go: asyncio.Task | None = None
         self.send = send
         self.queue: deque[str] = deque()
         self.queued = 0  # characters in the queue
@@ -103,7 +125,6 @@ class Connection:
         self.closing: tuple[int, str] | None = None
         self.who = _who(scope)
         self.writable = Writable.of(send)
-        self.now = send_at_once(send)  # daphne's send, without a task woken per message
         self.bridge: Bridge | None = None
         self.started_at = 0.0
         self.counted = False  # in requests_in_flight and the hub's open connections
@@ -143,9 +164,25 @@ class Connection:
                 grant.on_end.remove(self.end)
             try:
                 runtime.cdp.grants.end(grant, self.why)
-                await bridge.close()
+                await asyncio.shield(self._let_go())
             finally:
                 self._uncount()
+
+    def _let_go(self) -> asyncio.Task:
+        """Close the bridge, then let the page go: once, however the
+        connection ended. From its start, calls under the lease wait in the
+        page's line for it rather than being refused."""
+        if self.letting_go is None:
+            self.runtime.pages.broker.letting_go(self.driver)
+            self.letting_go = self.runtime.tasks.spawn(self._close_then_undrive(), about="a CDP client's bridge, closing")
+        return self.letting_go
+
+    async def _close_then_undrive(self) -> None:
+        try:
+            if self.bridge is not None:
+                await self.bridge.close()
+        finally:
+            self.runtime.pages.broker.undrive(self.driver)
 
     def _uncount(self) -> None:
         """The connection no longer counts as work, and the log says why it ended."""
@@ -171,19 +208,9 @@ class Connection:
     # --- to the client -------------------------------------------------------------------
 
     def deliver(self, text: str) -> None:
-        """A message to the client, in order: sent at once when nothing waits
-        before it and the connection takes bytes, else queued for the sender.
-        Nothing goes once the connection closes."""
+        """A message to the client, queued for the sender, in order. Nothing
+        goes once the connection closes."""
         if self.closing is not None:
-            return
-        if not self.queue and self.now is not None and (
-            self.writable is None or self.writable.open.is_set()
-        ):
-            try:
-                self.now({"type": "websocket.send", "text": text})
-            except Exception as error:  # the connection went under the message
-                log.debug("a CDP client's connection went while it was sent to", exc_info=True)
-                self.end(f"The connection failed: {error}")
             return
         self.queue.append(text)
         self.queued += len(text)
@@ -204,14 +231,10 @@ class Connection:
         self.closing = (code, why[:120])
         self.queue.clear()
         self.queued = 0
-        if self.now is not None:
-            try:
-                self.now({"type": "websocket.close", "code": code, "reason": self.closing[1]})
-            except Exception:  # the connection went already
-                log.debug("a CDP client's connection went as it was closed", exc_info=True)
-        self.fresh.set()  # the sender sends the close when it could not go at once, else stops
-        if self.bridge is not None:
-            self.runtime.tasks.spawn(self.bridge.close(), about="a CDP client's bridge, closing")
+        # Not through the sender, which may wait for a client that reads nothing.
+        self.runtime.tasks.spawn(self._send_close(), about="a CDP client's close")
+        self.fresh.set()  # the sender stops
+        self._let_go()
         self._uncount()
 
     async def _send_all(self) -> None:
@@ -227,12 +250,18 @@ class Connection:
                     text = self.queue.popleft()
                     self.queued -= len(text)
                     await self.send({"type": "websocket.send", "text": text})
-            if self.now is None:
-                code, reason = self.closing
-                await self.send({"type": "websocket.close", "code": code, "reason": reason})
         except Exception as error:  # daphne raises on a send after the connection closed
             log.debug("a CDP client's connection went while it was sent to", exc_info=True)
             self.why = f"The connection failed: {error}"
+
+    async def _send_close(self) -> None:
+        """The close, with its code and why, after what the connection took already."""
+        assert self.closing is not None
+        code, reason = self.closing
+        try:
+            await self.send({"type": "websocket.close", "code": code, "reason": reason})
+        except Exception:  # the connection went already
+            log.debug("a CDP client's connection went as it was closed", exc_info=True)
 
 
 def _who(scope: dict) -> str:

@@ -4,11 +4,11 @@ and a search of every persona's jobs.
 On the waker (`WakerFleet`), a persona's state and the live figures (pages,
 memory) are the waker's own (waker/persona_worker.py, waker/watch.py), read
 every WAKER_POLL_S by its policy anyway; the jobs, failures, schedules and
-workload come from the persona's store (console/readings.py), awake or
+workload come from the persona's store (console/persona_store.py), awake or
 asleep, so drawing the console never wakes a worker and never counts as a
 worker's activity. A sleeping persona's live figures are the last ones read,
 with their time. On Kubernetes the same shapes come from each worker's
-Service instead (console/services.py).
+Service instead (console/fleet_http.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from console import readings
-from console.readings import JobSearch
+from console import persona_store
+from console.persona_store import JobSearch
 from core.wrong_keys import WrongKeys
 from waker import supervisor as supervision
 from waker.persona_worker import RUNNING, STARTING, STOPPING, PersonaWorker
@@ -91,7 +91,7 @@ class Fleet(Protocol):
 
 
 # The console's fleet when it runs apart from a waker (`manage.py console`,
-# on Kubernetes: console/services.py); else it is the waker's.
+# on Kubernetes: console/fleet_http.py); else it is the waker's.
 standalone: Fleet | None = None
 
 
@@ -150,7 +150,7 @@ class WakerFleet:
         now = time.time()
         workers = list(self.supervisor.workers.values())
         stored = await asyncio.gather(
-            *(asyncio.to_thread(readings.row_reading, worker.persona.store, now) for worker in workers)
+            *(asyncio.to_thread(persona_store.row_reading, worker.persona.store, now) for worker in workers)
         )
         return [self.row(worker, reading, now) for worker, reading in zip(workers, stored, strict=True)]
 
@@ -186,7 +186,8 @@ class WakerFleet:
         now = time.time()
         store = worker.persona.store
         reading, overview = await asyncio.gather(
-            asyncio.to_thread(readings.row_reading, store, now), asyncio.to_thread(readings.overview, store, now)
+            asyncio.to_thread(persona_store.row_reading, store, now),
+            asyncio.to_thread(persona_store.overview, store, now),
         )
         points = [(point.minute, point.peak) for point in worker.watch.memory]
         memory = {
@@ -208,7 +209,7 @@ class WakerFleet:
         `search.limit` in all; and per persona where they were read from."""
         workers = [self.supervisor.workers[name] for name in personas]
         found = await asyncio.gather(
-            *(asyncio.to_thread(readings.search_jobs, worker.persona.store, search) for worker in workers)
+            *(asyncio.to_thread(persona_store.search_jobs, worker.persona.store, search) for worker in workers)
         )
         hits = [
             {"persona": worker.persona.name, **job} for worker, jobs in zip(workers, found, strict=True) for job in jobs

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
-from console.readings import JOB_STATES, MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
+from console.persona_store import MAX_SEARCH_LIMIT, SEARCH_LIMIT, JobSearch
 from core import numbers
 from core.numbers import WholeNumber
+from jobs.store_reads import JOB_STATES
 
 if TYPE_CHECKING:  # the fleet imports the waker, which a worker reading its own store has no use for
     from console.fleet import Fleet

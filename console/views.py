@@ -16,10 +16,10 @@ from console import actions, auth, present
 from console.auth import Visitor
 from console.charts import workload_charts
 from console.fleet import STATES, WakerFleet, current_fleet
-from console.readings import JOB_STATES
 from console.search import SearchInvalid, searched
 from core.api import status_of
 from core.wrong_keys import KeyFlood, address_of
+from jobs.store_reads import JOB_STATES
 
 # The fleet table's columns: the sort's word and the heading.
 COLUMNS = [
@@ -177,16 +177,18 @@ async def jobs_page(request: HttpRequest, visitor: Visitor) -> HttpResponse:
     fleet = current_fleet()
     query = dict(request.GET.items())
     context: dict[str, Any] = {"query": query, "visitor": visitor, "names": fleet.names(), "job_states": JOB_STATES}
-    if any(value.strip() for value in query.values()):
-        try:
-            found = await searched(query, fleet)
-        except SearchInvalid as error:
-            return page(request, "jobs.html", {**context, "error": str(error)}, 400)
-        context["found"] = found
-        context["hits"] = [
-            {**job, "accepted": present.clock(job["accepted_at"]), "finished": present.clock(job["finished_at"])}
-            for job in found["jobs"]
-        ]
+    # With nothing chosen (the first visit, or Search on an empty form) the
+    # page shows the search of everything: the newest jobs across the fleet.
+    context["newest"] = not any(value.strip() for value in query.values())
+    try:
+        found = await searched(query, fleet)
+    except SearchInvalid as error:
+        return page(request, "jobs.html", {**context, "error": str(error)}, 400)
+    context["found"] = found
+    context["hits"] = [
+        {**job, "accepted": present.clock(job["accepted_at"]), "finished": present.clock(job["finished_at"])}
+        for job in found["jobs"]
+    ]
     return page(request, "jobs.html", context)
 
 

@@ -165,7 +165,7 @@ def operation(
 
 class DescribedByView(AutoSchema):
     """The schema of a view whose `extend_schema` arguments are only known
-    when the document is generated: they read the plugin registry, or what
+    when the document is generated: they read the plugin families, or what
     the URL configuration gave the view. The view's `describe(method)`
     answers them; requests never call it."""
 

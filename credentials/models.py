@@ -42,7 +42,7 @@ class Credential(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.url})"
 
-    def public_view(self) -> dict[str, Any]:
+    def shown(self) -> dict[str, Any]:
         """What a full key reads: never a secret, only which are set."""
         return {
             "name": self.name,
@@ -53,6 +53,6 @@ class Credential(models.Model):
             "used_at": self.used_at,
         }
 
-    def reader_view(self) -> dict[str, Any]:
+    def for_reader(self) -> dict[str, Any]:
         """What a read key reads (PENELOPE_READ_KEYS): the name and the origin."""
         return {"name": self.name, "url": self.url}

@@ -14,7 +14,7 @@ from core.auth import READ
 from core.db_thread import on_db_thread
 from core.rest import ApiView, answer
 from core.schema import BODY_ERRORS, operation
-from credentials import rules, store
+from credentials import rules, selectors, services
 from credentials.shapes import CredentialAnswer, CredentialDeleted, CredentialInput, CredentialList
 
 NAME_PARAMETER = OpenApiParameter(
@@ -40,7 +40,9 @@ class CredentialCollection(ApiView):
         )
     )
     async def get(self, request: Any) -> HttpResponse:
-        listed = await on_db_thread(store.listing if reads_all(request) else store.reader_listing)()
+        listed = await on_db_thread(
+            selectors.credentials_shown if reads_all(request) else selectors.credentials_for_reader
+        )()
         return answer(CredentialList, {"success": True, "page_id": None, "credentials": listed})
 
 
@@ -59,7 +61,9 @@ class CredentialDetail(ApiView):
         )
     )
     async def get(self, request: Any, name: str) -> HttpResponse:
-        shown = await on_db_thread(store.view if reads_all(request) else store.reader_view)(name)
+        shown = await on_db_thread(
+            selectors.credential_shown if reads_all(request) else selectors.credential_for_reader
+        )(name)
         return answer(CredentialAnswer, shown)
 
     @extend_schema(
@@ -89,7 +93,7 @@ class CredentialDetail(ApiView):
     async def put(self, request: Any, name: str) -> HttpResponse:
         if request.query_params:
             raise ApiError(400, IN_THE_BODY)
-        shown, created = await on_db_thread(store.put_created)(name, request.data)
+        shown, created = await on_db_thread(services.put_credential)(name, request.data)
         return answer(CredentialAnswer, shown, 201 if created else 200)
 
     @extend_schema(
@@ -103,6 +107,6 @@ class CredentialDetail(ApiView):
         )
     )
     async def delete(self, request: Any, name: str) -> HttpResponse:
-        if not await on_db_thread(store.delete)(name):
-            raise store.no_such(name)
+        if not await on_db_thread(services.delete_credential)(name):
+            raise selectors.no_such_credential(name)
         return answer(CredentialDeleted, {"success": True, "page_id": None, "deleted": name})

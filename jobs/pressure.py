@@ -48,7 +48,7 @@ class PressureShape(Success):
 def pressure(runner: JobRunner, jobs_held: int) -> dict[str, Any]:
     now = time.time()
     pages = list(runner.pages.pages.values())
-    leased = sum(1 for page in pages if page.current_lease() is not None)
+    leased = sum(1 for page in pages if page.lease is not None)
     busy = sum(1 for page in pages if page.busy)
     idle = sum(1 for page in pages if not page.busy and page.lease is None)
     runs = list(runner.running.values())

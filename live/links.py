@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from browser.pages import ManagedPage
+    from browser.pages import Lease, ManagedPage
     from browser.registry import PageRegistry
 
 TOKEN_BYTES = 32
@@ -42,6 +42,9 @@ class Link:
     # A question's own link (live/human.py): it ends with its question, not
     # with a DELETE of the page's links, and does not count against their cap.
     question: bool = False
+    # The lease a control link was made under (None: its page was not
+    # leased): its input drives the page under it (live/sockets.py).
+    lease: Lease | None = None
     revoked: bool = False
     # Called once when the link is revoked (its open sockets close).
     on_revoke: list[Callable[[], None]] = field(default_factory=list)
@@ -62,7 +65,7 @@ class Links:
         self.by_digest: dict[str, Link] = {}
 
     def create(
-        self, page: ManagedPage, *, ttl: float, control: bool, question: bool = False
+        self, page: ManagedPage, *, ttl: float, control: bool, question: bool = False, lease: Lease | None = None
     ) -> tuple[str, Link] | None:
         """A new link's token and the link; None when the page already holds
         MAX_LINKS_PER_PAGE usable links (a question's link is always made)."""
@@ -71,7 +74,7 @@ class Links:
         if held >= MAX_LINKS_PER_PAGE and not question:
             return None
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        link = Link(page=page, expires_at=time.time() + ttl, control=control, question=question)
+        link = Link(page=page, expires_at=time.time() + ttl, control=control, question=question, lease=lease)
         self.by_digest[digest(token)] = link
         return token, link
 

@@ -30,11 +30,13 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from core.errors import Refusal
 from core.runtime import runtime_of
 from core.writable import Writable
 from live.links import Link
@@ -46,6 +48,7 @@ log = logging.getLogger("penelope.live")
 # good; too many viewers; no tab to show now, or the tab went (both: the
 # live page comes back a second later).
 GONE, TOO_MANY, TRY_AGAIN = 4404, 4429, 4013
+LIVE_CONTROL = "live control"  # a person's input as a driver hold, as a refused call names it
 MAX_MESSAGE = 64 * 1024  # characters of one message from a viewer
 MAX_TEXT = 10_000  # characters of one paste
 MAX_METAS = 32  # changes queued for a viewer before the oldest are dropped
@@ -142,11 +145,36 @@ class LiveSocket(AsyncWebsocketConsumer, Watcher):
         if kind == "answer":
             self.runtime.questions.answer(link.page, message.get("answer"))
         elif kind == "text" and isinstance(message.get("text"), str):
-            await cast.dispatch("Input.insertText", {"text": message["text"][:MAX_TEXT]})
+            await self._driving(link, cast.dispatch("Input.insertText", {"text": message["text"][:MAX_TEXT]}))
         elif kind == "key":
-            await self._key(cast, message)
+            await self._driving(link, self._key(cast, message))
         elif kind in ("mouse", "wheel"):
-            await self._pointer(cast, message)
+            await self._driving(link, self._pointer(cast, message))
+
+    async def _driving(self, link: Link, step: Coroutine[Any, Any, None]) -> None:
+        """One input of a person's, under a driver hold on the page (browser/broker.py):
+        never while a call or job drives its tab. A call or job running now is
+        waited for, as a plain call waits, up to PAGE_WAIT_S; past it, or when
+        the link's lease no longer holds the page, the input is dropped. A page
+        whose job asks a person (live/human.py) is driven inside that job's
+        claim: the person's input is what the job waits for."""
+        if self.runtime.questions.question_of(link.page) is not None:
+            await step
+            return
+        broker = self.runtime.pages.broker
+        try:
+            driver = await broker.drive(link.page, link.lease, kind=LIVE_CONTROL, wait_s=settings.PAGE_WAIT_S)
+        except Refusal as refused:
+            step.close()
+            log.debug("a live viewer's input on page %s was dropped: %s", link.page_id, refused.message)
+            return
+        except BaseException:  # the viewer went, or the worker stops, while it waited
+            step.close()
+            raise
+        try:
+            await step
+        finally:
+            broker.undrive(driver)
 
     async def _pointer(self, cast: PageCast, message: dict[str, Any]) -> None:
         at = cast.place(message.get("x"), message.get("y"))

@@ -82,9 +82,8 @@ class PageLive(ApiView):
         params = validated(LiveParams, known_only(LiveParams, request.data, self.does["POST"]))
         validate_page_id(page_id)
         page = pages_of(request).get(page_id)
-        if params["control"]:
-            page.check_lease(request.headers.get("X-Lease"))
-        made = runtime_of(request).links.create(page, ttl=params["ttl"], control=params["control"])
+        lease = page.check_lease(request.headers.get("X-Lease")) if params["control"] else None
+        made = runtime_of(request).links.create(page, ttl=params["ttl"], control=params["control"], lease=lease)
         if made is None:
             raise ApiError(429, f"Page {page_id} holds {MAX_LINKS_PER_PAGE} live links; revoke them or let some expire.", page_id)
         token, link = made

@@ -153,6 +153,21 @@ BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_FILENAME = 200
 
 
+# A compressed file's own type, where a name's last extension says it is
+# compressed: `q3.csv.gz` holds gzip's bytes, not CSV's.
+COMPRESSED_TYPES = {"gzip": "application/gzip", "bzip2": "application/x-bzip2", "xz": "application/x-xz"}
+UNKNOWN_TYPE = "application/octet-stream"
+
+
+def type_of_name(filename: str) -> str:
+    """The type a file's name stands for (`notes.txt`: `text/plain`, a
+    compressed file's its compression's), else `application/octet-stream`."""
+    guessed, encoding = mimetypes.guess_type(filename, strict=False)
+    if encoding is not None:
+        return COMPRESSED_TYPES.get(encoding, UNKNOWN_TYPE)
+    return guessed or UNKNOWN_TYPE
+
+
 def safe_filename(given: str, fallback: str = "upload") -> str:
     """A name a file may be saved under anywhere: its last path part, with no
     control characters or quotes, no bidirectional controls, not hidden, at

@@ -38,7 +38,7 @@ from core.bounded_http import envelope_answer
 from core.routes import MEDIA
 from core.seams import STREAMED_HEADER, AnswerLater, StreamChoice
 from core.wrong_keys import KeyFlood, WrongKeys
-from media_store.store import MB, incoming_dir, safe_filename
+from media_store.store import MB, incoming_dir, safe_filename, type_of_name
 
 UPLOAD_PATH = f"/api/v1/{MEDIA}"
 # Where the view finds the part the server wrote (a client's own is removed,
@@ -47,6 +47,9 @@ MARKER_META = "HTTP_" + STREAMED_HEADER.decode().upper().replace("-", "_")
 CONTENT_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
 PART_NAME = re.compile(r"^[0-9a-f]{32}(\.\w{1,10})?$")
 DEFAULT_TYPE = "application/octet-stream"
+# What `curl --data-binary @file` sends when no type is given: a form's type,
+# never a file's own; taken as no type at all.
+NOT_A_FILES_TYPE = ("", "application/x-www-form-urlencoded")
 # What every media answer carries (media_store/views.py), the server's refusals of an upload too.
 NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 
@@ -56,10 +59,12 @@ def upload_limit() -> int:
 
 
 def content_type_of(headers: dict[str, str]) -> str | None:
-    """The upload's type (without parameters), or None when it is not one."""
+    """The upload's type (without parameters), or None when it is not one.
+    None given, or curl's form type, is the type X-Filename's extension
+    names, else `application/octet-stream`."""
     given = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if not given:
-        return DEFAULT_TYPE
+    if given in NOT_A_FILES_TYPE:
+        return type_of_name(filename_of(headers))
     return given if len(given) <= 100 and CONTENT_TYPE.match(given) else None
 
 

@@ -164,10 +164,14 @@ class Upload(ApiView):
     async def post(self, request: Any) -> HttpResponse:
         part = uploads.received(request.META.get(uploads.MARKER_META, ""))
         try:
-            content_type = uploads.content_type_of({"content-type": request.META.get("CONTENT_TYPE", "")})
+            headers = {
+                "content-type": request.META.get("CONTENT_TYPE", ""),
+                "x-filename": request.META.get("HTTP_X_FILENAME", ""),
+            }
+            content_type = uploads.content_type_of(headers)
             if content_type is None:  # the server refuses it first; a request that came another way is checked here
                 raise ApiError(400, "Content-Type must be a media type (type/subtype), the file's own.")
-            filename = uploads.filename_of({"x-filename": request.META.get("HTTP_X_FILENAME", "")})
+            filename = uploads.filename_of(headers)
             if (
                 part is None
             ):  # not through the worker's server (an in-process client): the body is here, within MAX_BODY_BYTES

@@ -13,12 +13,6 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 django.setup(set_prefix=False)  # first: the handler and the consumers read settings and apps
 
-from core.seams import ThreadlessApiHandler, keep_request_started_off_api  # noqa: E402
-
-# An API request gets no thread of its own and no hop to one before its view
-# (core/seams/ says what each replaces of Django, and what it saves).
-keep_request_started_off_api()
-
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
@@ -26,6 +20,7 @@ from django.urls import path, re_path  # noqa: E402
 from cdp.sockets import cdp_socket  # noqa: E402
 from core.auth import ADMIN_PREFIX  # noqa: E402
 from core.runtime import with_runtime  # noqa: E402
+from core.seams import ThreadlessApiHandler  # noqa: E402
 from jobs.sockets import EventStream  # noqa: E402
 from live.sockets import LiveSocket  # noqa: E402
 
@@ -77,6 +72,8 @@ def build_application(runtime: object) -> object:
     routes = ProtocolTypeRouter(
         {
             # The admin's CSS and scripts come from the apps themselves; no collectstatic.
+            # An API request gets no thread of its own and no hop to one before its
+            # view (docs/design/SEAMS.md says what it replaces of Django, and what it saves).
             "http": ASGIStaticFilesHandler(ThreadlessApiHandler()),
             "websocket": URLRouter(
                 [

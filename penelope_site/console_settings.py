@@ -1,7 +1,7 @@
 """Settings of the console run on its own (`manage.py console`): the waker's
 (penelope_site/waker_settings.py), with the console's routes only, its
 address and its fleet file. On Kubernetes it is its own Deployment, and
-reads each persona through its Service (console/services.py).
+reads each persona through its Service (console/fleet_http.py).
 
 `manage.py` picks this module for the `console` command (see manage.py).
 """

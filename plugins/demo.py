@@ -18,7 +18,7 @@ from rest_framework import serializers
 from core.api import MAY_PASS
 from core.db_thread import on_db_thread
 from core.shapes import Text
-from credentials import store
+from credentials.selectors import credential_shown
 from plugins.framework import Context, Family, PluginError
 from plugins.signing_in import CredentialOffOrigin, fill_form
 
@@ -200,7 +200,7 @@ async def sign_in(page: Page, params: dict[str, Any], ctx: Context) -> dict[str,
 async def sign_in_unattended(page: Page, handle: str, name: str, ctx: Context) -> dict[str, Any]:
     """Sign in with the password and one-time code of credential `name`,
     typed where nothing records them (plugins/signing_in.py)."""
-    if (await on_db_thread(store.view)(name))["username"] != handle:  # before any use: nothing revealed
+    if (await on_db_thread(credential_shown)(name))["username"] != handle:  # before any use: nothing revealed
         raise PluginError(422, f"Credential {name} is not @{handle}'s: its username is another.", retry=False)
     await page.goto(demo_url("sign-in/password/"), wait_until="domcontentloaded")
     revealed = await ctx.credential(name)

@@ -11,11 +11,12 @@ plugins/running.py turns an action's run into an answer (status and body).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from plugins.downloads import Downloads
 from plugins.signing_in import CredentialOffOrigin, origin_of, reveal_for
 
 if TYPE_CHECKING:
-    from credentials.store import Revealed
+    from credentials.services import Revealed
 
 log = logging.getLogger("penelope.plugins")
 
@@ -233,7 +234,8 @@ class Context:
     on_credential_use: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     # The secrets of the credentials this run used: X-Debug takes them out of its artifacts.
     revealed: set[str] = field(default_factory=set, repr=False)
-    # The action's time limit while it runs (`run_action`), which `end_now` brings forward.
+    # The action's time limit while it runs (`within_time_limit`), which
+    # `end_now` brings forward and `ask_human` pauses.
     _deadline: asyncio.Timeout | None = field(default=None, repr=False)
 
     async def credential(self, name: str) -> Revealed:
@@ -255,6 +257,17 @@ class Context:
                 "name": name, "plugin": self.route, "job_id": self.job_id, "page_id": self.page_id, "origin": origin_of(url),
             })
         return revealed
+
+    @contextlib.asynccontextmanager
+    async def within_time_limit(self, seconds: float) -> AsyncIterator[None]:
+        """The action's run, ended by TimeoutError after `seconds` (run_action
+        enters it around the action; an action does not). In this task:
+        asyncio.wait_for would start another one per call."""
+        try:
+            async with asyncio.timeout(seconds) as self._deadline:
+                yield
+        finally:
+            self._deadline = None
 
     def end_now(self) -> None:
         """End the action in hand at its next await, as if its time ran out:
@@ -312,10 +325,12 @@ class Context:
         self.media_tokens.append(item.token)
         return item.link()
 
-    def expect_download(self, page: Page, *, timeout_ms: int = 30_000) -> Downloads:
+    def expect_download(self, page: Page, *, timeout_ms: int = 30_000, inline: bool = False) -> Downloads:
         """Watch the downloads `page` starts (`async with ctx.expect_download(page) as downloads:`);
-        `await downloads.store()` keeps each as a media file (plugins/downloads.py)."""
-        return Downloads(page, self, timeout_ms)
+        `await downloads.store()` keeps each as a media file (plugins/downloads.py). With
+        `inline`, a file the page shows instead of saving (its main frame opens a document
+        that is not HTML, and no download starts) is kept the same way."""
+        return Downloads(page, self, timeout_ms, inline=inline)
 
     def progress(self, done: int | None = None, total: int | None = None, message: str | None = None) -> None:
         """Report how far the action got: `done` of `total` items (whole numbers

@@ -41,8 +41,8 @@ from core.errors import (
 )
 from core.routes import ANY
 from plugins.debug import Recorder
-from plugins.form_typing import CredentialOffOrigin
 from plugins.framework import Action, Context, PluginError
+from plugins.signing_in import CredentialOffOrigin
 
 log = logging.getLogger("penelope.plugins")
 
@@ -88,8 +88,7 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
     page_id = ctx.page_id
     limit = action.time_limit(params)
     try:
-        # In this task (asyncio.wait_for would start another one per call).
-        async with asyncio.timeout(limit) as ctx._deadline:
+        async with ctx.within_time_limit(limit):
             result = await action.run(page, params, ctx)
     except Refusal:
         raise  # the action's own refusal (a PluginError), or one of the page's
@@ -111,8 +110,6 @@ async def _result(action: Action, page: Page, params: dict[str, Any], ctx: Conte
         raise ActionFailed(
             f"{action.route} failed with an unexpected error; the details are in the worker's log.", page_id
         ) from None
-    finally:
-        ctx._deadline = None
     if not isinstance(result, dict):
         log.error("%s returned %r instead of a dict", action.route, type(result))
         raise ActionFailed(f"{action.route} returned no result object.", page_id)
@@ -154,7 +151,7 @@ async def run_claimed(
     recorder: Recorder | None = None
     try:
         try:
-            tab = await pages.ensure_tab(page, settings.PAGE_WAIT_S)
+            tab = await pages.ensure_tab(claim, settings.PAGE_WAIT_S)
         except DomainError as error:  # the browser is down, or no tab opens
             return refused(error, page.name, time.time(), 0.0)
         generation = page.tab_generation  # no await since the tab was checked

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -80,6 +81,16 @@ def carol_works(waker: WakerProcess, minutes: float) -> None:
             time.sleep(4)
 
 
+def point_at_the_busiest_minute(page) -> None:
+    """Hover the Calls chart's busiest minute, so the picture shows a bucket's values."""
+    buckets = page.locator('[data-chart="Calls"] rect.hit')
+    said = [buckets.nth(index).locator("title").text_content() for index in range(buckets.count())]
+    calls = [sum(int(number) for number in re.findall(r" (\d+)(?:,|$)", words)) for words in said]
+    busiest = max(range(len(calls)), key=calls.__getitem__)
+    buckets.nth(busiest).hover()
+    page.wait_for_selector('[data-chart="Calls"] [data-readout].shown')
+
+
 def pictures(waker: WakerProcess) -> None:
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     executable = real_chromium()
@@ -93,13 +104,18 @@ def pictures(waker: WakerProcess) -> None:
         page.screenshot(path=IMAGES / "console-fleet.png")
         page.set_viewport_size({"width": 1200, "height": 900})
         page.goto(waker.base_url + "/console/p/carol/")
+        point_at_the_busiest_minute(page)
         page.screenshot(path=IMAGES / "console-persona.png", full_page=False)
+        # The day view: dated hours, and alice's one reading of memory drawn as a dot.
+        page.set_viewport_size({"width": 1200, "height": 700})
+        page.goto(waker.base_url + "/console/p/alice/?scale=hour")
+        page.locator(".charts").screenshot(path=IMAGES / "console-day.png")
         page.goto(waker.base_url + "/console/p/bob/")
         page.set_viewport_size({"width": 1200, "height": 520})
         page.goto(waker.base_url + "/console/p/bob/act?action=stop")
         page.screenshot(path=IMAGES / "console-confirm.png")
         page.set_viewport_size({"width": 1400, "height": 520})
-        page.goto(waker.base_url + "/console/jobs?state=done&plugin=demo/get-following")
+        page.goto(waker.base_url + "/console/jobs")  # the newest jobs, before any search
         page.screenshot(path=IMAGES / "console-jobs.png")
         browser.close()
 

@@ -34,4 +34,6 @@ PY
 
 scripts/setup.sh base
 echo "serve: starting the worker (migrations, the browser, then the API)"
+# The worker's start line counts from here, not from this script's start (core/start_clock.py).
+export PENELOPE_EXEC_AT=${EPOCHREALTIME:-}
 exec .venv/bin/python manage.py serve "$@"

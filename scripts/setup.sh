@@ -88,8 +88,13 @@ if has_playwright_chromium; then
   step "Chromium: Playwright's own"
   exit 0
 fi
-step "downloading Playwright's Chromium (log in /tmp/penelope-playwright-install.log)"
-if timeout 600 .venv/bin/playwright install chromium >/tmp/penelope-playwright-install.log 2>&1; then
+# Without the internet the download would try each of its addresses in turn,
+# for minutes where connections are dropped: asked first, in seconds.
+dry_run=$(.venv/bin/playwright install --dry-run chromium 2>/dev/null || true)
+if ! unreachable=$(printf '%s\n' "$dry_run" | .venv/bin/python scripts/download_reachable.py 2>&1); then
+  step "Playwright's Chromium cannot be downloaded from here: $unreachable"
+elif step "downloading Playwright's Chromium (log in /tmp/penelope-playwright-install.log)" \
+  && timeout 600 .venv/bin/playwright install chromium >/tmp/penelope-playwright-install.log 2>&1; then
   # Playwright's Chromium needs the system libraries it links against.
   as_root .venv/bin/playwright install-deps chromium >/dev/null 2>&1 || true
   exit 0

@@ -209,6 +209,13 @@ def test_bad_page_ids_on_every_page_route(worker, unchanged, page_id):
         assert_envelope(response, status_for_a_bad_page_id(page_id, route))
 
 
+@pytest.mark.parametrize("body", [None, {}, {"ttl": 0}, {"ttl": 10, "extra": 1}])
+def test_a_lease_on_a_reserved_word_names_the_word_before_the_body(api, unchanged, body):
+    answer = api.post("/any/lease", json=body) if body is not None else api.post("/any/lease")
+    assert_envelope(answer, 400)
+    assert answer.json()["error"] == "'any' is a word the API uses and cannot name a page."
+
+
 @pytest.mark.parametrize("page_id", ["../x", LONG, "é", "pages", "jobs", "A", "", None, 7, ["main"]])
 def test_bad_page_ids_when_opening_a_page(api, unchanged, page_id):
     assert_envelope(api.post("/pages", json={"page_id": page_id}), 400)

@@ -38,13 +38,13 @@ After every step, `broker.check()`, and the harness's own invariants:
    left waiting), and a waiter stopped while it waited never gets a page;
 and at the end, once everyone lets go, every caller has ended.
 
-Two bugs are shown here, expected to fail until issue 57's item 1 (the
-broker the only owner of holds and leases): two drivers of one crashed page
-(a call and a CDP client, which calls `ensure_tab` without a hold) each
-open a tab, one left open and nobody's (known by reading); and a lease
-renewed with a shorter TTL ends unseen by the broker, whose timer waits for
-its first end, so its page idles while a job waits on `any` (found here,
-with random seeds: the derandomized run above does not reach it)."""
+Two bugs of the code before issue 57's item 1 (the broker the only owner
+of holds and leases) are kept as examples: two drivers of one crashed page
+(then a call and a CDP client, which called `ensure_tab` without a hold)
+each opened a tab, one left open and nobody's (known by reading); and a
+lease renewed with a shorter TTL ended unseen by the broker, whose timer
+waited for its first end, so its page idled while a job waited on `any`
+(found here with random seeds)."""
 
 from __future__ import annotations
 
@@ -55,18 +55,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
-import pytest
 from django.conf import settings as django_settings
 from django.test import override_settings
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from browser.broker import WaitCancelled
-from browser.pages import Claim, ManagedPage, Waiter
+from browser.pages import Claim, Lease, ManagedPage, Waiter
 from browser.pool import close_idle
 from browser.registry import PageRegistry
 from browser.runner import BrowserState
-from core.errors import BrowserNotRunning, DomainError, TabLost
+from core.errors import DomainError
 from core.routes import ANY
 from tests.support.fake_browser import Clock, FakeBrowser, FakeTab, World, settle
 
@@ -105,6 +104,12 @@ steps = st.lists(
     min_size=15,
     max_size=50,
 )
+
+
+def ended(lease: Lease, now: float) -> bool:
+    """The lease's time is up (no call runs under it, its TTL passed)."""
+    return lease.active_calls == 0 and now >= lease.expires_at
+
 
 # What a caller's taking of a page may end in, besides a claim: the answers
 # the API gives (a refusal), a queued job's deadline, its cancel.
@@ -147,6 +152,7 @@ class Harness:
     callers: list[Caller] = field(default_factory=list)
     holders: dict[str, Caller] = field(default_factory=dict)  # page name -> the caller holding it
     leases: dict[str, str] = field(default_factory=dict)  # page name -> the lease id the harness took
+    released: set[str] = field(default_factory=set)  # the leases the harness released or broke
     errors: list[Any] = field(default_factory=list)  # errors the loop or a background task reported
     # The waiters each line had after the last step (invariant 4).
     lines_before: list[list[Waiter]] = field(default_factory=list)
@@ -229,8 +235,8 @@ class Harness:
         self.granted(caller, claim)
         try:
             try:
-                tab = await self.registry.ensure_tab(claim.page, django_settings.PAGE_WAIT_S)
-            except (BrowserNotRunning, TabLost) as refused:  # the call answers 503 or 502
+                tab = await self.registry.ensure_tab(claim, django_settings.PAGE_WAIT_S)
+            except DomainError as refused:  # the call answers 503 or 502
                 caller.outcome = refused
             else:
                 self.drives(caller, claim, tab)
@@ -292,7 +298,7 @@ class Harness:
             assert self.pages.get(name) is caller.claim.page and self.broker.claims.get(name) is caller.claim, name
             lease = caller.claim.lease
             if lease is not None:
-                assert lease.released_at is not None or (caller.claim.page.lease is lease and not lease.expired(now)), (
+                assert lease.id in self.released or (caller.claim.page.lease is lease and not ended(lease, now)), (
                     f"page {name}: lease ended under a call"
                 )
         for caller in self.callers:
@@ -310,7 +316,7 @@ class Harness:
             for waiter in page.line.waiters:
                 lease = waiter.lease
                 if waiter.waiting and lease is not None:
-                    assert lease.released_at is not None or (page.lease is lease and not lease.expired(now)), (
+                    assert lease.id in self.released or (page.lease is lease and not ended(lease, now)), (
                         f"page {page.name}: lease ended under a waiter"
                     )
         # 3. One open tab per page, none orphaned.
@@ -324,7 +330,7 @@ class Harness:
         waiting_any = [waiter for waiter in self.broker.any_line.waiters if waiter.waiting]
         if waiting_any:
             for page in self.pages.values():
-                leased = page.lease is not None and not page.lease.expired(now)
+                leased = page.lease is not None and not ended(page.lease, now)
                 free = not (page.held or page.closed or page.opening or len(page.line) or leased)
                 assert not free, f"page {page.name} is free while {len(waiting_any)} wait on any"
             opening = sum(1 for page in self.pages.values() if page.opening)
@@ -429,7 +435,7 @@ class Harness:
         if page is None:
             return
         try:
-            self.leases[name] = page.take_lease(ttl, self.leases.get(name)).id
+            self.leases[name] = self.broker.take_lease(page, ttl, self.leases.get(name)).id
         except DomainError:  # leased to another id, or the one held expired
             self.leases.pop(name, None)
 
@@ -438,9 +444,10 @@ class Harness:
         if page is None:
             return
         try:
-            page.release_lease(None if force else self.leases.get(name), force=force)
+            lease = self.broker.release_lease(page, None if force else self.leases.get(name), force=force)
         except DomainError:
             return
+        self.released.add(lease.id)
         self.leases.pop(name, None)
 
     def spawn(self, work: Awaitable[Any], *, closes: bool = False) -> None:
@@ -615,24 +622,18 @@ def test_random_interleavings_keep_the_registrys_invariants(script, max_pages):
         on_clock(lambda pages: play_script(pages, script))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "issue 57, item 1: ensure_tab is reachable without a hold (a CDP client, cdp/sockets.py), so two drivers "
-        "of a crashed page each open a tab, and the later set_tab leaves the earlier one open and nobody's"
-    ),
-)
 def test_two_drivers_of_a_crashed_page_leave_it_one_open_tab():
     async def play(pages: Harness) -> None:
-        claim = await pages.broker.acquire("main", wait_s=0)
-        page = claim.page
+        page = pages.pages["main"]
+        holds = [await pages.broker.drive(page, None, kind="a CDP client", wait_s=0) for _ in range(2)]
         page.tab.crash()
-        # run_claimed's ensure_tab under the claim, and a CDP client's beside it, in the same turn.
-        drivers = [asyncio.create_task(pages.registry.ensure_tab(page, 5.0)) for _ in range(2)]
+        # Two CDP clients' ensure_tab on the crashed page, in the same turn (before issue 57's item 1,
+        # a call's and a CDP client's, which took no hold: each opened a tab, the earlier left open).
+        drivers = [asyncio.create_task(pages.registry.ensure_tab(hold, 5.0)) for hold in holds]
         await settle()
         assert all(driver.done() and driver.exception() is None for driver in drivers), drivers
-        pages.broker.release(claim)
+        for hold in holds:
+            pages.broker.undrive(hold)
         await settle()
         main_tabs = [tab for tab in pages.world.open_tabs() if tab is not pages.pages["p1"].tab]
         assert main_tabs == [page.tab], f"page main has {len(main_tabs)} open tabs: {main_tabs}"
@@ -653,14 +654,6 @@ LEASE_RENEWED_SHORTER = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "issue 57, item 1 (lease expiry moves into the broker): a lease renewed with a shorter TTL ends unseen; "
-        "the broker offers the page to `any` at the lease's first end only, and it idles while a job waits on any"
-    ),
-)
 def test_a_lease_renewed_shorter_frees_its_page_for_any_when_it_ends():
     with override_settings(MAX_PAGES=2, PAGE_WAIT_S=5):
         on_clock(lambda pages: play_script(pages, LEASE_RENEWED_SHORTER))

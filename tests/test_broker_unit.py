@@ -55,13 +55,13 @@ async def test_a_waiter_on_any_gets_a_pool_page_opened_while_there_is_room():
 async def test_a_leased_page_is_not_anys_until_its_lease_is_released():
     pages = Pages("main")
     broker = pages.broker
-    lease = pages.pages["main"].take_lease(3600, None)
+    lease = broker.take_lease(pages.pages["main"], 3600, None)
     with override_settings(MAX_PAGES=1):
         waiter = broker.join(ANY)
         await asyncio.sleep(0)
         assert waiter.waiting
         broker.check()
-        pages.pages["main"].release_lease(lease.id)
+        broker.release_lease(pages.pages["main"], lease.id)
         claim = await broker.wait(waiter)
     assert claim.page.name == "main"
     broker.release(claim)
@@ -84,7 +84,7 @@ async def test_a_page_closed_under_its_waiters_answers_them():
 async def test_a_waiter_on_any_gets_a_page_whose_lease_ends_after_it_joined():
     pages = Pages("main")
     broker = pages.broker
-    pages.pages["main"].take_lease(0.05, None)  # idle, leased, nobody offers it again by hand
+    broker.take_lease(pages.pages["main"], 0.05, None)  # idle, leased, nobody offers it again by hand
     with override_settings(MAX_PAGES=1):
         claim = await asyncio.wait_for(broker.wait(broker.join(ANY)), 5)
     assert claim.page.name == "main" and claim.lease is None
@@ -107,11 +107,11 @@ async def test_a_page_handed_to_any_is_claimed_though_a_lease_was_taken_before_t
     pages = Pages("main")
     broker = pages.broker
     waiter = broker.join(ANY)  # handed main at once
-    lease = pages.pages["main"].take_lease(60, None)  # before the waiter resumes
+    lease = broker.take_lease(pages.pages["main"], 60, None)  # before the waiter resumes
     claim = await broker.wait(waiter)
     assert claim.page.name == "main" and claim.lease is None
     broker.release(claim)
-    assert pages.pages["main"].current_lease() is lease
+    assert pages.pages["main"].lease is lease
 
 
 async def settle() -> None:
@@ -128,7 +128,7 @@ async def test_room_a_closed_page_frees_goes_to_the_job_queued_on_any_not_to_a_l
     broker = pages.broker
     with override_settings(MAX_PAGES=2):
         busy = await broker.acquire("main", wait_s=None)
-        pages.pages["p1"].take_lease(3600, None)
+        broker.take_lease(pages.pages["p1"], 3600, None)
         queued = asyncio.create_task(broker.wait(broker.join(ANY, job_id="queued")))
         await settle()
         assert not queued.done()  # no room, no page: it waits

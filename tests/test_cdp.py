@@ -328,6 +328,26 @@ def test_two_clients_drive_two_pages_at_once(worker, api):
         api.delete("/second")
 
 
+def test_a_call_under_the_lease_while_a_client_drives_answers_409_and_runs_once_it_disconnects(worker, api, lease):
+    """A driver hold (browser/broker.py): the client and a plugin call under
+    the same lease never drive the tab at once; the call is refused at once."""
+    under = {"X-Lease": lease}
+    with RawCdp(token_url(worker, api, lease)) as client:
+        client.result("Runtime.evaluate", {"expression": "document.title = 'set by the client'"}, client.page_session())
+        began = time.monotonic()
+        refused = api.post("/main/plugin/web/state", json={}, headers=under)
+        assert refused.status_code == 409 and time.monotonic() - began < 10
+        assert refused.json() == {
+            "success": False,
+            "error": "Page main is driven by a CDP client under its lease; a call under the lease runs once it detaches.",
+            "page_id": "main",
+        }
+        assert api.get("/main").json()["busy"] is False  # no call or job runs on it
+    ran = api.post("/main/primitive/evaluate", json={"expression": "document.title"}, headers=under)
+    assert ran.status_code == 200 and ran.json()["value"] == "set by the client"
+    assert api.post("/main/plugin/web/state", json={}, headers=under).status_code == 200
+
+
 def test_tabs_a_client_opens_count_against_max_pages_and_close_with_it(worker, api, lease):
     with RawCdp(token_url(worker, api, lease)) as client:
         assert "targetId" in client.result("Target.createTarget", {"url": "about:blank"})

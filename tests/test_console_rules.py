@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console import actions, present
+from console import actions, charts, present
 from console.auth import safe_next
 from console.charts import scaled, sparkline
 from console.fleet import Row, memory_by, state_of
@@ -78,6 +78,30 @@ def test_a_chart_has_a_point_a_bucket_and_breaks_at_a_missing_one():
     assert first == ["4.0,46.0", "96.0,4.0"]  # 0 at the bottom, the top at the top, inside the padding
     assert len(sparkline([0] * 23 + [5]).split()) == 24
     assert memory_by([(0.0, 10), (30.0, 30), (130.0, 5)], 0.0, 60.0, 3) == [30, None, 5]
+
+
+def test_a_chart_s_legend_totals_its_counts_and_labels_the_latest_and_its_axes_read_as_values():
+    start = 1796544000.0 - 59 * 60  # a minute view ending at 2026-12-06 08:00 UTC
+    calls = [0] * 60
+    calls[57], calls[58] = 19, 6  # a spike, then an empty minute
+    drawn = charts.chart("Calls", "calls", {"calls_ok": ("answered", calls)}, start, 60.0)
+    (line,) = drawn.lines
+    assert (line.summary, drawn.summary_word, drawn.window) == ("25", "total", "in the last hour")
+    assert (line.latest_label, line.latest) == ("latest minute", "0")
+    assert [tick.label for tick in drawn.y_ticks] == ["0", "10", "20"] and drawn.top == 20
+    assert [tick.label for tick in drawn.x_ticks] == ["07:15", "07:30", "07:45", "08:00"]
+    assert drawn.buckets[57].words == "07:58 UTC: answered 19"
+    # A level's summary is its highest; a gap at the end dates the latest reading.
+    memory = [None] * 22 + [412.5, None]
+    day = charts.chart("Memory", "MB", {"memory": ("memory", memory)}, 1796544000.0 - 23 * 3600, 3600.0, charts.LEVEL)
+    (alone,) = day.lines
+    assert (alone.summary, day.summary_word, alone.latest) == ("412 MB", "highest", "412 MB")
+    assert alone.latest_label == "latest at 6 Dec 07:00" and alone.segments == [] and len(alone.dots) == 1
+    assert [tick.label for tick in day.x_ticks] == ["5 Dec 12:00", "5 Dec 18:00", "6 Dec 00:00", "6 Dec 06:00"]
+    assert charts.nice_top(0.37, whole=False) == 0.5 and charts.nice_top(3, whole=True) == 5
+    queue = charts.chart("Queue depth", "jobs", {"queue": ("queued", [0, 1, 0])}, 0.0, 60.0, charts.LEVEL)
+    assert [tick.label for tick in queue.y_ticks] == ["0", "1"]  # never half a job queued
+    assert queue.lines[0].summary == "1" and queue.summary_word == "highest"
 
 
 def test_times_and_sizes_read_as_a_person_reads_them():

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from console.fleet_file import ServicePersona
-from console.services import ASLEEP_REASON, ServiceFleet
+from console.fleet_http import ASLEEP_REASON, ServiceFleet
 from harness.worker import ROOT, WorkerProcess, free_port, start_manage, wait_healthy, wait_until
 from tests.conftest import worker_env
 

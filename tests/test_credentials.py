@@ -4,7 +4,7 @@ that stores nothing; the Python client in both twins; the key rotated by the
 command beside the running worker. And no answer, log line, request-log row
 or byte of the store (its SQLite file, journal and all, the browser's
 profile too) carries a planted password, TOTP secret or notes in plain text.
-tests/test_credential_store.py has the store's rules in-process."""
+tests/test_credential_domain.py has their rules in-process."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""docs/guides/BRING_YOUR_OWN_SCRIPT.md's blocks run, in order, against a
-real worker started as the README starts it (tests/support/docs.py): its
+"""docs/guides/BRING_YOUR_OWN_SCRIPT.md's blocks run, in order, as written,
+after the README's variables, against a real worker started as the README
+starts it on a port that is not 5000, with only `PENELOPE_PORT` set to say
+so (tests/support/docs.py): its
 Playwright script in a Python of its own, its Puppeteer script in Node with
 the puppeteer-core that `scripts/setup.sh dev` installs, and its Python
 client blocks in this process. Then what the guide says the worker keeps
@@ -25,10 +27,8 @@ def test_every_block_of_the_bring_your_own_script_guide_runs(tmp_path, monkeypat
     monkeypatch.delenv("PENELOPE_KEY", raising=False)  # the blocks read the store's, as a reader's would
     monkeypatch.syspath_prepend(str(ROOT / "client"))  # in place of the guide's `pip install ./client` (not run)
     with documented_worker(store) as worker:
-        base = f"{worker.base_url}/api/v1"  # the README's BASE, KEY and AUTH, which the guide uses
-        readme = {"BASE": base, "KEY": worker.key, "AUTH": f"Authorization: Bearer {worker.key}"}
-        addresses = {"127.0.0.1:5000": f"127.0.0.1:{worker.port}"}
-        done = run_document(DOC, tmp_path, store=store, env=readme, addresses=addresses)
+        env = {"PENELOPE_PORT": str(worker.port)}
+        done = run_document(DOC, tmp_path, store=store, env=env, after_readme=True)
         token = json.loads((place / "cdp.json").read_text())["url"].removeprefix("/cdp/")
         assert (place / "following.png").read_bytes().startswith(b"\x89PNG")  # the script's screenshot
     assert token and token not in worker.log_path.read_text(errors="replace")

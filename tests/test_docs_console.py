@@ -19,7 +19,6 @@ def test_every_block_of_the_console_guide_runs(tmp_path, monkeypatch):
     place = tmp_path / "home" / "checkout"  # the run's folder
     waker, alice, bob = free_port(), free_port(), free_port()
     addresses = {
-        "127.0.0.1:5100": f"127.0.0.1:{waker}",
         '"port": 5001': f'"port": {alice}',
         '"port": 5002': f'"port": {bob}',
     }
@@ -31,4 +30,5 @@ def test_every_block_of_the_console_guide_runs(tmp_path, monkeypatch):
         left = stop_what_the_document_left(place)
     assert left == [], f"processes outlived the document's waker: {left}"
     assert not (place / "stores" / "alice" / "penelope.db").exists(), "the console woke alice"
-    assert (len(done.ran), len(done.not_run), done.compared) == (8, 1, 6)  # not run: the nginx server block (tests/test_console_tls.py runs it)
+    # not run: the nginx server block (tests/test_console_tls.py runs it)
+    assert (len(done.ran), len(done.not_run), done.compared) == (8, 1, 6)

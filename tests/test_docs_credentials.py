@@ -1,5 +1,7 @@
-"""docs/guides/CREDENTIALS.md's blocks run, in order, against a real worker
-started as the README starts it, with a read key (tests/support/docs.py):
+"""docs/guides/CREDENTIALS.md's blocks run, in order, as written, after the
+README's variables, against a real worker started as the README starts it
+on a port that is not 5000 (`PENELOPE_PORT`), with a read key
+(tests/support/docs.py):
 the demo's carol kept as a credential, signed in by `demo/sign-in` and
 `web/fill-credential`, refused on another origin (`localhost` for the
 worker's `127.0.0.1`), used by a family of the guide's own through
@@ -25,18 +27,8 @@ def test_every_block_of_the_credentials_guide_runs(tmp_path, monkeypatch):
     for name in ("PENELOPE_KEY", "CREDENTIALS_KEY", "CREDENTIALS_NEW_KEY"):  # the store's keys, as a reader's
         monkeypatch.delenv(name, raising=False)
     with documented_worker(store, PENELOPE_READ_KEYS=read_key) as worker:
-        base = f"{worker.base_url}/api/v1"  # the README's BASE, KEY and AUTH, which the guide uses
-        env = {
-            "BASE": base,
-            "KEY": worker.key,
-            "AUTH": f"Authorization: Bearer {worker.key}",
-            "PENELOPE_READ_KEY": read_key,
-        }
-        addresses = {
-            "127.0.0.1:5000": f"127.0.0.1:{worker.port}",
-            "localhost:5000": f"localhost:{worker.port}",  # the same worker, another origin
-        }
-        done = run_document(DOC, tmp_path, store=store, env=env, addresses=addresses)
+        env = {"PENELOPE_PORT": str(worker.port), "PENELOPE_READ_KEY": read_key}
+        done = run_document(DOC, tmp_path, store=store, env=env, after_readme=True)
         key = (store / "credentials_key").read_text().strip()  # the rotated one
     log = worker.log_path.read_text(errors="replace")
     assert log.count(f"made a new credentials key at {store / 'credentials_key'}") == 1

@@ -1,5 +1,6 @@
-"""docs/guides/HUMAN_IN_THE_LOOP.md's blocks run, in order, against a real
-worker started as the README starts it (tests/support/docs.py), with the
+"""docs/guides/HUMAN_IN_THE_LOOP.md's blocks run, in order, as written,
+after the README's variables, against a real worker started as the README
+starts it on a port that is not 5000 (`PENELOPE_PORT`) (tests/support/docs.py), with the
 person its flow needs played by a Chromium of the test's own; and what the
 guide says of the live page's policy holds for a test that drives it."""
 
@@ -86,10 +87,8 @@ def test_every_block_of_the_human_in_the_loop_guide_runs(tmp_path):
     store = tmp_path / "store"
     namespace: dict = {}
     with documented_worker(store) as worker, Person(worker) as person, Receiver() as receiver:
-        base = f"{worker.base_url}/api/v1"  # the README's BASE, KEY and AUTH, which the guide uses
-        readme = {"BASE": base, "KEY": worker.key, "AUTH": f"Authorization: Bearer {worker.key}"}
-        addresses = {"127.0.0.1:5000": f"127.0.0.1:{worker.port}"}
-        done = run_document(DOC, tmp_path, store=store, env=readme, addresses=addresses, namespace=namespace)
+        env = {"PENELOPE_PORT": str(worker.port)}
+        done = run_document(DOC, tmp_path, store=store, env=env, after_readme=True, namespace=namespace)
         assert "checkout" in namespace["family"].actions  # the plugin that asks, defined as written
         # The notification handler, with a real job.needs_human of a sign-in started with X-Notify-Url.
         with worker.client() as api:

@@ -1,6 +1,7 @@
-"""docs/guides/PYTHON_CLIENT.md's blocks run, in order, in this process,
-against a real worker started as the README starts it, and a real waker for
-the waker's section (tests/support/docs.py). The person its "person in the
+"""docs/guides/PYTHON_CLIENT.md's blocks run, in order, as written, in this
+process, against a real worker started as the README starts it, and a real
+waker for the waker's section, neither on its default port: only
+`PENELOPE_PORT` and `WAKER_PORT` say where they are (tests/support/docs.py). The person its "person in the
 loop" block waits for is played by a Chromium of the test's own; the
 notification that block asks for goes to a recording receiver, and the
 guide's two Django views are then called with real messages."""
@@ -36,16 +37,15 @@ def test_every_block_of_the_python_client_guide_runs(tmp_path, monkeypatch, sett
     namespace: dict = {}
     with documented_worker(store) as worker, Person(worker) as person, Receiver() as receiver:
         port = free_port()
-        addresses = {
-            "127.0.0.1:5000": f"127.0.0.1:{worker.port}",
+        addresses = {  # the guide's own webhook receiver, and where it sends a notification
             "127.0.0.1:8099": f"127.0.0.1:{port}",
             '("127.0.0.1", 8099)': f'("127.0.0.1", {port})',
-            "127.0.0.1:5100": f"127.0.0.1:{waker.port}",
             "https://ops.example.com/penelope/asks": receiver.url + ASKS,
         }
+        env = {"PENELOPE_PORT": str(worker.port), "WAKER_PORT": str(waker.port)}
         try:
             waker.start()
-            done = run_document(DOC, tmp_path, store=store, env={}, addresses=addresses, namespace=namespace)
+            done = run_document(DOC, tmp_path, store=store, env=env, addresses=addresses, namespace=namespace)
         finally:
             if "server" in namespace:  # the guide's webhook receiver, which it leaves serving
                 namespace["server"].shutdown()

@@ -59,7 +59,6 @@ def test_every_block_of_the_waker_api_runs(tmp_path, monkeypatch):
     place = tmp_path / "home" / "checkout"  # the run's folder, the document's /srv/penelope
     waker, alice, bob = free_port(), free_port(), free_port()
     addresses = {
-        "127.0.0.1:5100": f"127.0.0.1:{waker}",
         '"port": 5001': f'"port": {alice}',
         '"port": 5002': f'"port": {bob}',
         "the port 5001": f"the port {alice}",

@@ -1,6 +1,7 @@
 """`web/download` and `ctx.expect_download` on a real worker against loopback
 pages: a link served as an attachment, a file behind a cookie, a file built in
-the page, two from one click; the bound, the guard, a cancelled job, and
+the page, two from one click, a file the browser shows instead of saving
+(text, JSON, an image, a PDF); the bound, the guard, a cancelled job, and
 nothing left behind by any of them."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from harness.worker import WorkerProcess, wait_until
+from plugins.downloads import shown_filename
 from tests.conftest import worker_env
-from tests.support.site import Site
+from tests.support.site import SHOWN, Site
 
 PATTERN = bytes(range(256)) * 256  # what the site's /download sends, 64 KiB at a time
 
@@ -110,6 +112,9 @@ def test_bad_input_and_no_download_answer_and_keep_nothing(worker, site):
     assert both.status_code == 400 and "give either url or selector" in both.json()["error"]
     page = call(worker, "download", url=f"{site.url}/index.html", timeout_ms=300)
     assert page.status_code == 408  # a page, not a file
+    assert call(worker, "open", url=f"{site.url}/shown.html").status_code == 200
+    opened = call(worker, "download", selector="#page", timeout_ms=300)
+    assert opened.status_code == 408  # a click that opens a page: no file either
     assert media_count(worker) == before and left_behind(worker) == []
 
 
@@ -151,6 +156,8 @@ def test_the_guard_refuses_a_download_from_a_private_address(make_worker):
     with Site() as site:
         answer = call(guarded, "download", url=f"{site.url}/download?name=x.bin", timeout_ms=2000)
         assert answer.status_code >= 400 and answer.json()["success"] is False
+        shown = call(guarded, "download", url=f"{site.url}/shown/notes.txt", timeout_ms=2000)
+        assert shown.status_code == 403 and shown.json()["success"] is False  # not the guard's page, kept
         assert site.server.requests == []  # the browser never reached it
     assert left_behind(guarded) == [] and media_count(guarded) == 0
 
@@ -182,3 +189,93 @@ def test_a_familys_action_takes_its_own_download(worker, site):
         nothing = client.post("/main/plugin/testing/export", json={"selector": "#none", "timeout_ms": 200})
     assert nothing.status_code == 408
     assert left_behind(worker) == []
+
+
+# --- files the browser shows instead of saving --------------------------------------
+
+# Each file /shown/ serves, by the link of shown.html that opens it: its path,
+# and the name and type it is kept under (items.json is named inline by
+# Content-Disposition; the others by the URL's last part).
+SHOWN_FILES = {
+    "text": ("/shown/notes.txt", "notes.txt", "text/plain"),
+    "json": ("/shown/items.json?disposition=export.json", "export.json", "application/json"),
+    "image": ("/shown/dot.png", "dot.png", "image/png"),
+    "pdf": ("/shown/letter.pdf", "letter.pdf", "application/pdf"),
+}
+
+
+def assert_shown_file_kept(worker, answer, kind: str) -> None:
+    """The answer has a real download's shape, and the file is the bytes served."""
+    assert answer.status_code == 200, answer.text
+    path, filename, content_type = SHOWN_FILES[kind]
+    data = SHOWN[filename.rsplit(".", 1)[-1]][0]
+    body = answer.json()
+    assert (body["filename"], body["size"], body["content_type"]) == (filename, len(data), content_type)
+    assert body["sha256"] == hashlib.sha256(data).hexdigest()
+    assert body["media"] == {key: body["files"][0][key] for key in ("url", "expires_at", "content_type", "size")}
+    assert len(body["files"]) == 1 and set(body["files"][0]) == {
+        "url", "expires_at", "content_type", "size", "filename", "sha256"
+    }  # fmt: skip
+    assert fetch(worker, body["media"]["url"]) == data
+    assert left_behind(worker) == []
+
+
+@pytest.mark.parametrize("kind", SHOWN_FILES)
+def test_a_url_the_browser_shows_instead_of_saving_comes_down_as_a_download_would(worker, site, kind):
+    open_downloads(worker, site)
+    answer = call(worker, "download", url=site.url + SHOWN_FILES[kind][0], timeout_ms=5000)
+    assert_shown_file_kept(worker, answer, kind)
+    with worker.client() as client:  # saved, not shown: the page stays
+        assert client.post("/main/plugin/web/state").json()["url"] == f"{site.url}/download.html"
+
+
+@pytest.mark.parametrize("kind", SHOWN_FILES)
+def test_a_click_that_opens_a_file_the_browser_shows_takes_it(worker, site, kind):
+    assert call(worker, "open", url=f"{site.url}/shown.html").status_code == 200
+    answer = call(worker, "download", selector=f"#{kind}", timeout_ms=5000)
+    assert_shown_file_kept(worker, answer, kind)
+
+
+def test_a_shown_file_with_no_name_is_named_by_its_type_and_one_that_failed_answers_502(worker, site):
+    open_downloads(worker, site)
+    unnamed = call(worker, "download", url=f"{site.url}/shown/?as=json", timeout_ms=5000)
+    assert unnamed.status_code == 200, unnamed.text
+    assert (unnamed.json()["filename"], unnamed.json()["content_type"]) == ("download.json", "application/json")
+    # With the page's own routes (`block`) and DevTools session (`user_agent`) beside the watch's.
+    controls = {"block": ["image"], "user_agent": "Shown/1.0"}
+    bare = call(worker, "download", url=f"{site.url}/shown/export?as=txt", timeout_ms=5000, **controls)
+    assert (bare.json()["filename"], bare.json()["content_type"]) == ("export.txt", "text/plain")
+    hidden = call(worker, "download", url=f"{site.url}/shown/x.png?disposition=../../.profile", timeout_ms=5000)
+    assert hidden.json()["filename"] == "profile.png"  # made safe (no folders, not hidden), and typed
+    before = media_count(worker)
+    failed = call(worker, "download", url=f"{site.url}/shown/gone.txt?status=404", timeout_ms=5000)
+    assert failed.status_code == 502, failed.text
+    assert (
+        failed.json()["error"] == f"The download of {site.url}/shown/gone.txt?status=404 failed: the site answered 404."
+    )
+    untyped = call(worker, "download", url=f"{site.url}/shown/gone.txt?status=500&untyped=1", timeout_ms=5000)
+    assert untyped.status_code == 502, untyped.text  # a failure without a type is one too, at once
+    assert media_count(worker) == before and left_behind(worker) == []
+
+
+def test_a_shown_file_s_name_is_read_as_chromium_reads_it():
+    encoded = "inline; filename=\"euro.txt\"; filename*=UTF-8''%E2%82%AC-rates.txt"
+    assert shown_filename("http://site/x", encoded, "text/plain") == "€-rates.txt"  # filename* first (RFC 6266)
+    assert shown_filename("http://site/x", 'inline; filename="rates.txt"', "text/plain") == "rates.txt"
+    assert shown_filename("http://site/a/report", "", "application/json") == "report.json"
+    assert shown_filename("http://site/a/", "", "text/plain") == "download.txt"
+
+
+def test_a_shown_file_past_the_bound_is_refused_and_nothing_is_kept(worker, site):
+    before = media_count(worker)
+    # 4 MiB of text, past DOWNLOAD_MAX_MB=2: its length announced, by url; its length unknown (chunked), by a click.
+    announced = call(worker, "download", url=f"{site.url}/shown/big.txt?kib=4096")
+    assert call(worker, "open", url=f"{site.url}/shown.html").status_code == 200
+    chunked = call(worker, "download", selector="#big")
+    for answer in (announced, chunked):
+        assert answer.status_code == 507, answer.text
+        error = answer.json()["error"]
+        assert error.startswith("The download passed the worker's bound (DOWNLOAD_MAX_MB, 2 MB) at ")
+        assert int(error.split(" at ")[1].split(" bytes")[0]) > 2 * 1024 * 1024
+    assert media_count(worker) == before
+    wait_until(lambda: left_behind(worker) == [], what="the cancelled downloads' files to go")

@@ -121,12 +121,12 @@ def test_a_job_under_a_broken_lease_runs_to_its_end_and_the_page_is_free_after(w
 async def test_a_call_under_a_broken_lease_ends_without_bringing_it_back():
     broker = Pages("main").broker
     page = broker.pages["main"]
-    lease = page.take_lease(60, None)
+    lease = broker.take_lease(page, 60, None)
     claim = await broker.acquire("main", wait_s=1, lease_id=lease.id)
-    assert page.release_lease(None, force=True) is lease
-    assert page.current_lease() is None and lease.active_calls == 1
+    assert broker.release_lease(page, None, force=True) is lease
+    assert page.lease is None and lease.active_calls == 1
     broker.release(claim)
-    assert page.current_lease() is None and page.lease is None and not page.busy
+    assert page.lease is None and not page.busy
     assert page.check_lease(None) is None
     unleased = await broker.acquire("main", wait_s=1)
     assert unleased.lease is None

@@ -18,9 +18,10 @@ def page() -> ManagedPage:
     return ManagedPage("main", tab=None)
 
 
-def test_a_leased_page_refuses_calls_without_or_with_another_lease():
-    managed = page()
-    lease = managed.take_lease(60, None)
+async def test_a_leased_page_refuses_calls_without_or_with_another_lease():
+    broker = Pages("main").broker
+    managed = broker.pages["main"]
+    lease = broker.take_lease(managed, 60, None)
     for given in (None, "", "someone-else"):
         with pytest.raises(LeaseRequired) as refused:
             managed.check_lease(given)
@@ -34,27 +35,29 @@ def test_an_unknown_lease_on_a_free_page_is_refused():
     assert status_of(refused.value) == 423
 
 
-def test_a_second_client_cannot_take_a_held_lease_but_the_holder_renews_it():
-    managed = page()
-    lease = managed.take_lease(60, None)
+async def test_a_second_client_cannot_take_a_held_lease_but_the_holder_renews_it():
+    broker = Pages("main").broker
+    managed = broker.pages["main"]
+    lease = broker.take_lease(managed, 60, None)
     with pytest.raises(LeaseRequired):
-        managed.take_lease(60, None)
-    assert managed.take_lease(5, lease.id) is lease
+        broker.take_lease(managed, 60, None)
+    assert broker.take_lease(managed, 5, lease.id) is lease
     assert lease.ttl == 5
 
 
 async def test_a_lease_never_expires_under_a_call_and_restarts_its_ttl_when_the_call_ends():
     broker = Pages("main").broker
     managed = broker.pages["main"]
-    lease = managed.take_lease(0.05, None)
+    lease = broker.take_lease(managed, 0.05, None)
     claim = await broker.acquire("main", wait_s=1, lease_id=lease.id)
     lease.expires_at = time.monotonic() - 10  # its TTL ran out long ago
-    assert managed.current_lease() is lease  # but a call under it runs
+    assert managed.lease is lease  # a call under it runs
     broker.release(claim)
-    assert managed.current_lease() is lease
+    assert managed.lease is lease
     assert lease.expires_in(time.monotonic()) > 0.04
-    lease.expires_at = time.monotonic() - 0.001
-    assert managed.current_lease() is None
+    async with asyncio.timeout(5):
+        while managed.lease is not None:  # its timer at its end expires it, nobody reading it
+            await asyncio.sleep(0.01)
 
 
 async def test_waiters_are_served_in_arrival_order_and_time_out_with_409():

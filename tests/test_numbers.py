@@ -340,7 +340,7 @@ def test_the_document_states_what_the_api_refuses(document, walk):
     assert refused.status_code == 400 and "'bogus'" in refused.json()["error"]
 
 
-def test_every_origin_the_credential_store_takes_matches_the_stated_pattern():
+def test_every_origin_a_credential_takes_matches_the_stated_pattern():
     """The pattern may be looser than `origin` (it checks the host and the
     port besides), never tighter: a fuzzer would call a taken url invalid."""
     hosts = ["a.example", "A.Example.", "127.1", "127.0.0.1", "[::1]", "[::ffff:1.2.3.4]", "bücher.example",

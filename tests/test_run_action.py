@@ -41,6 +41,7 @@ def test_an_action_runs_on_a_page_and_prints_its_answer(tmp_path, site):
     status, body = answered(done)
     assert status == 200 and body["success"] is True and body["page_id"] == "shell"
     assert body["text"] == "Hello, Penelope"
+    assert done.stdout == '{"success": true, "page_id": "shell", "text": "Hello, Penelope"}\n'  # one line, as the docs show
     assert not any((tmp_path / "store").iterdir())  # nothing written into the worker's store
 
 

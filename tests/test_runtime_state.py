@@ -2,7 +2,7 @@
 runtime's (worker/runtime.py), built by `serve` and handed to what needs it,
 not a module's. This counts what a module still holds that looks like
 state, from the source, and keeps it at the few that have their reason:
-constants, Prometheus collectors, the plugin registry, caches that hold no
+constants, Prometheus collectors, the plugin families, caches that hold no
 runtime state, and what a management command needs before any runtime."""
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ ALLOWED = {
     "core/api.py:_renderer": "a JSON renderer, which holds nothing between calls",
     "core/metrics.py:_request_series": "a cache of the Prometheus collectors' labelled series",
     "core/rest.py:_shapes": "a cache of serializers built from classes, the same for every worker",
-    "plugins/demo.py:family": "the plugin registry: a family and its actions",
-    "plugins/primitives.py:primitives": "the plugin registry: the primitives",
-    "plugins/web/base.py:family": "the plugin registry: a family and its actions",
+    "plugins/demo.py:family": "the plugin families: a family and its actions",
+    "plugins/primitives.py:primitives": "the plugin families: the primitives",
+    "plugins/web/base.py:family": "the plugin families: a family and its actions",
     "schedules/services.py:schedules_changed": "a Django signal: a dispatcher, as Django declares them",
     "core/parent_death.py:_libc": "the C library, loaded once",
 }

@@ -6,11 +6,13 @@ installed versions, beside what the seam makes of it.
 When one of these fails after an upgrade, the upstream code changed under
 the seam: read its new version (the test's docstring names it), then
 adapt the seam, or remove it if upstream now does what it did, and
-update core/seams/__init__.py's docstring (the version, and the gain if it moved).
+update docs/design/SEAMS.md (the version, and the gain if it moved). Every
+assertion's message names its seam and what upstream changed (checked last).
 All in process, no browser, no server."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextvars
 import inspect
@@ -18,8 +20,8 @@ import queue
 import re
 import sqlite3
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from adrf.views import APIView as AdrfView
@@ -28,7 +30,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.db import OperationalError, close_old_connections, connections, reset_queries
+from django.db import OperationalError, connections
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.test import AsyncRequestFactory
 from django.urls import path
@@ -82,17 +84,25 @@ async def test_django_gives_each_request_a_thread_of_its_own_and_the_api_is_spar
     await request(django_handler, "/api/v1/main")
     await request(django_handler, "/api/v1/main")
     (first_context, first_thread), (second_context, second_thread) = django_seen
-    assert first_context is not None and second_context is not None and first_context is not second_context
-    assert first_thread != second_thread  # a thread started for each request
+    assert first_context is not None and second_context is not None and first_context is not second_context, (
+        "seam 1 ThreadlessApiHandler: Django's ASGIHandler.__call__ no longer opens a ThreadSensitiveContext per request"
+    )
+    assert first_thread != second_thread, (  # a thread started for each request
+        "seam 1 ThreadlessApiHandler: Django's ASGIHandler no longer gives each request a thread of its own"
+    )
 
     ours, our_seen = recording(seams.ThreadlessApiHandler)
     await request(ours, "/api/v1/main")
     await request(ours, "/api/v1/jobs")
     await request(ours, "/admin/")
     (api_context, api_thread), (other_api_context, other_api_thread), (admin_context, _) = our_seen
-    assert api_context is None and other_api_context is None
-    assert api_thread == other_api_thread  # asgiref's one shared thread
-    assert admin_context is not None  # the admin keeps Django's way
+    assert api_context is None and other_api_context is None, (
+        "seam 1 ThreadlessApiHandler: an /api/ request got a context"
+    )
+    assert api_thread == other_api_thread, (
+        "seam 1 ThreadlessApiHandler: /api/ requests no longer share asgiref's thread"
+    )
+    assert admin_context is not None, "seam 1 ThreadlessApiHandler: the admin no longer goes Django's way"
 
 
 async def answered(handler: ASGIHandler, path: str, receive=None) -> tuple[list[dict], list[str]]:
@@ -126,7 +136,7 @@ def waiting_view(settings):
     return WAITS
 
 
-async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings, swapped_request_started):
+async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thread(settings):
     """Django 5.2's `handle` closes each answer with
     `sync_to_async(response.close)`, so request_finished's receivers run on a
     thread: one hop per request. `handle_api` sends the same messages and
@@ -136,14 +146,17 @@ async def test_an_api_answer_is_closed_on_the_loop_and_a_django_answer_on_a_thre
     settings.MIDDLEWARE = []
     django_sent, django_finished = await answered(ASGIHandler(), "/api/v1/plain")
     our_sent, our_finished = await answered(seams.ThreadlessApiHandler(), "/api/v1/plain")
-    assert django_sent == our_sent
-    assert our_sent[0]["status"] == 200 and our_sent[1]["body"] == b'{"plain":true}'
-    assert django_finished != [thread_name()] and our_finished == [thread_name()]
+    assert django_sent == our_sent, "seam 1 ThreadlessApiHandler: Django's ASGIHandler.handle sends other messages now"
+    assert our_sent[0]["status"] == 200 and our_sent[1]["body"] == b'{"plain":true}', "seam 1 ThreadlessApiHandler"
+    assert django_finished != [thread_name()], (
+        "seam 1 ThreadlessApiHandler: Django's ASGIHandler.handle no longer closes an answer through sync_to_async"
+    )
+    assert our_finished == [thread_name()], "seam 1 ThreadlessApiHandler: handle_api no longer closes on the loop"
 
 
 @pytest.mark.django_db(transaction=True)  # request_finished closes a thread's old connection, as in the worker
 @pytest.mark.parametrize("handler_class", [ASGIHandler, seams.ThreadlessApiHandler])
-async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view, swapped_request_started):
+async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, waiting_view):
     """Django cancels the view when `http.disconnect` arrives before the answer
     is sent, sends nothing and still sends request_finished; `handle_api`
     does the same in one task, and ends without raising."""
@@ -161,8 +174,12 @@ async def test_a_client_gone_before_its_answer_cancels_the_view(handler_class, w
     await asyncio.wait_for(waiting_view["started"].wait(), 5)
     gone.set()
     sent, finished_on = await asyncio.wait_for(request_task, 5)
-    assert waiting_view["cancelled"].is_set()
-    assert sent == [] and len(finished_on) == 1
+    assert waiting_view["cancelled"].is_set(), (
+        f"seam 1 ThreadlessApiHandler: {handler_class.__name__} no longer cancels the view on http.disconnect"
+    )
+    assert sent == [] and len(finished_on) == 1, (
+        f"seam 1 ThreadlessApiHandler: {handler_class.__name__} answers a gone client, or no longer sends request_finished once"
+    )
 
 
 async def test_a_cancel_from_outside_still_cancels_the_request(waiting_view):
@@ -173,11 +190,13 @@ async def test_a_cancel_from_outside_still_cancels_the_request(waiting_view):
     request_task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await request_task
-    assert waiting_view["cancelled"].is_set()
+    assert waiting_view["cancelled"].is_set(), (
+        "seam 1 ThreadlessApiHandler: the server's cancel no longer reaches the view"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_view, swapped_request_started):
+async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_view):
     """The server's cancel (its stop) and the client's disconnect at once:
     `handle_api` swallows only the disconnect's, and the request ends
     cancelled."""
@@ -196,7 +215,7 @@ async def test_a_disconnect_beside_a_cancel_from_outside_still_cancels(waiting_v
     request_task.cancel()  # ...and the server cancels it too
     with pytest.raises(asyncio.CancelledError):
         await request_task
-    assert waiting_view["cancelled"].is_set()
+    assert waiting_view["cancelled"].is_set(), "seam 1 ThreadlessApiHandler: a disconnect beside the server's cancel"
 
 
 def request_then_nothing():
@@ -230,122 +249,6 @@ async def plain(request):
 urlpatterns = [path("api/v1/waits", waits), path("api/v1/plain", plain)]
 
 
-# --- 2. request_started's receivers -----------------------------------------------------
-
-
-class Sent(Exception):
-    """Stops a request right after request_started was sent."""
-
-
-async def test_django_sends_request_started_with_the_scope_before_the_view():
-    """Django 5.2's `ASGIHandler.handle` sends `request_started` through
-    `asend(sender=..., scope=scope)` once the body is read; the receiver
-    `request_started_outside_api` tells an API request by that `scope`. If
-    this fails, the new Django sends it otherwise: read `ASGIHandler.handle`
-    and make the receiver find the path where it now is."""
-    got: dict = {}
-
-    async def spy(sender, **kwargs):
-        got.update(kwargs)
-        raise Sent
-
-    async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    signals.request_started.connect(spy)
-    try:
-        with pytest.raises(Sent):
-            await ASGIHandler().handle({"type": "http", "path": "/api/v1/main", "method": "GET"}, receive, None)
-    finally:
-        signals.request_started.disconnect(spy)
-    assert got["scope"]["path"] == "/api/v1/main"
-
-
-async def test_a_sync_receiver_costs_a_thread_hop_and_django_connects_only_the_two_swapped():
-    """`Signal.asend` (Django 5.2) runs sync receivers through `sync_to_async`
-    and async ones on the loop, and `django.db` connects `reset_queries` and
-    `close_old_connections` to request_started: the swap replaces exactly
-    those with one async receiver, so an API request makes no hop. If this
-    fails, Django connects another sync receiver (add it to the swap, or the
-    hop is back) or stopped hopping for sync receivers (remove the swap)."""
-    signal = signals.Signal()
-    ran_on: dict[str, str] = {}
-
-    def sync_receiver(sender, **kwargs):
-        ran_on["sync"] = thread_name()
-
-    async def async_receiver(sender, **kwargs):
-        ran_on["async"] = thread_name()
-
-    signal.connect(sync_receiver)
-    signal.connect(async_receiver)
-    await signal.asend(sender=None)
-    assert ran_on["async"] == thread_name() != ran_on["sync"]
-
-    # Whether or not the swap is installed in this process, no other sync receiver is connected.
-    sync_receivers = {live(receiver) for _key, receiver, is_async in signals.request_started.receivers if not is_async}
-    assert sync_receivers <= {reset_queries, close_old_connections}
-
-
-def live(receiver):
-    """A receiver as `Signal.receivers` holds it (weakly, or not)."""
-    return receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
-
-
-@pytest.fixture
-def swapped_request_started():
-    """The swaps installed for one test, as the worker installs them, and
-    Django's receivers put back after."""
-    started = {live(receiver) for _key, receiver, _ in signals.request_started.receivers}
-    finished = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
-    seams.keep_request_started_off_api()
-    yield
-    if seams.request_started_outside_api not in started:
-        signals.request_started.disconnect(seams.request_started_outside_api)
-    for receiver in (reset_queries, close_old_connections):
-        if receiver in started:
-            signals.request_started.connect(receiver)
-    if seams.close_old_connections_off_loop not in finished:
-        signals.request_finished.disconnect(seams.close_old_connections_off_loop)
-    if close_old_connections in finished:
-        signals.request_finished.connect(close_old_connections)
-
-
-def test_the_swap_leaves_request_started_with_async_receivers_only(swapped_request_started):
-    """The swap's own effect: only async receivers are left, ours among them."""
-    kinds = [is_async for _key, _receiver, is_async in signals.request_started.receivers]
-    assert kinds and all(kinds)
-    assert seams.request_started_outside_api in {
-        live(receiver) for _key, receiver, _ in signals.request_started.receivers
-    }
-
-
-@pytest.mark.django_db(transaction=True)
-def test_request_finished_closes_connections_off_the_loop_only():
-    """Django 5.2 connects `close_old_connections`, `close_caches` and
-    `reset_urlconf` to request_finished, all sync: `handle_api` closes an
-    answer on the loop's thread, so the swap makes the first skip that
-    thread (which holds no request's connection, and where touching one is
-    async-unsafe). If this fails, Django connects another receiver: check
-    that it does no I/O before an answer is closed on the loop."""
-    from django.core.cache import close_caches
-    from django.core.handlers.base import reset_urlconf
-
-    names = {live(receiver) for _key, receiver, _ in signals.request_finished.receivers}
-    assert names <= {close_old_connections, close_caches, reset_urlconf, seams.close_old_connections_off_loop}
-    connection = connections["default"]
-    connection.ensure_connection()
-    connection.close_at = 0  # obsolete: close_old_connections closes it
-
-    async def on_the_loop():
-        seams.close_old_connections_off_loop()
-
-    asyncio.run(on_the_loop())
-    assert connection.connection is not None  # skipped on the loop
-    seams.close_old_connections_off_loop()
-    assert connection.connection is None  # closed anywhere else, as Django would
-
-
 # --- 3. DRF's request stream -----------------------------------------------------------
 
 
@@ -364,8 +267,12 @@ def test_drf_reads_no_body_without_a_content_length_unless_the_stream_is_replace
     renamed or stopped calling `_load_stream`: find where it sets
     `_stream` now and override that instead."""
     body = b'{"a": 1}'
-    assert Request(without_content_length(body), parsers=[JSONParser()]).data == {}
-    assert seams.WholeBodyRequest(without_content_length(body), parsers=[JsonObjectBody()]).data == {"a": 1}
+    assert Request(without_content_length(body), parsers=[JSONParser()]).data == {}, (
+        "seam 3 WholeBodyRequest: DRF's Request now reads a body without a Content-Length (remove the seam)"
+    )
+    assert seams.WholeBodyRequest(without_content_length(body), parsers=[JsonObjectBody()]).data == {"a": 1}, (
+        "seam 3 WholeBodyRequest: DRF's Request._load_stream renamed or no longer called"
+    )
 
 
 # --- 4. adrf's dispatch ------------------------------------------------------------------
@@ -401,15 +308,21 @@ async def test_adrf_runs_initial_in_a_thread_and_finalizes_with_allow_our_dispat
     `async_dispatch`, or `dispatch` stopped calling it)."""
     theirs, their_seen = dispatching(AdrfView)
     answer = await theirs.as_view()(factory.get("/probe"))
-    assert answer.status_code == 200
-    assert their_seen["initial"] != thread_name()
-    assert answer["Allow"] == "GET, HEAD, OPTIONS"
+    assert answer.status_code == 200, "seam 4 InlineDispatch: adrf's APIView no longer answers the probe"
+    assert their_seen["initial"] != thread_name(), (
+        "seam 4 InlineDispatch: adrf's APIView.async_dispatch now runs DRF's initial() on the loop"
+    )
+    assert answer["Allow"] == "GET, HEAD, OPTIONS", (
+        "seam 4 InlineDispatch: adrf's dispatch no longer ends in DRF's finalize_response (Allow)"
+    )
 
     ours, our_seen = dispatching(type("Inline", (seams.InlineDispatch, AdrfView), {}))
     answer = await ours.as_view()(factory.get("/probe"))
-    assert answer.status_code == 200
-    assert our_seen["initial"] == thread_name()
-    assert "Allow" not in answer and "Vary" not in answer
+    assert answer.status_code == 200, "seam 4 InlineDispatch: the inline dispatch no longer answers"
+    assert our_seen["initial"] == thread_name(), (
+        "seam 4 InlineDispatch: no longer called (adrf renamed async_dispatch, or dispatch stopped calling it)"
+    )
+    assert "Allow" not in answer and "Vary" not in answer, "seam 4 InlineDispatch: DRF's default headers came back"
 
 
 async def test_the_api_views_answer_with_their_headers_and_a_405_with_allow():
@@ -425,9 +338,13 @@ async def test_the_api_views_answer_with_their_headers_and_a_405_with_allow():
 
     view = Probe.as_view()
     answer = await view(factory.get("/probe"))
-    assert answer.status_code == 200 and answer["X-Frame-Options"] == "DENY" and "Allow" not in answer
+    assert answer.status_code == 200 and answer["X-Frame-Options"] == "DENY" and "Allow" not in answer, (
+        "seam 4 InlineDispatch: an ApiView's answer lost its response_headers or gained DRF's"
+    )
     refused = await view(factory.post("/probe"))
-    assert refused.status_code == 405 and refused["Allow"] == "GET" and refused["X-Frame-Options"] == "DENY"
+    assert refused.status_code == 405 and refused["Allow"] == "GET" and refused["X-Frame-Options"] == "DENY", (
+        "seam 4 InlineDispatch: DRF's 405 no longer carries Allow through the envelope"
+    )
 
 
 # --- 5. Django's middleware outside its handler ------------------------------------------
@@ -445,11 +362,11 @@ def test_django_middleware_hooks_are_the_ones_the_chain_knows():
         "process_view",
         "process_template_response",
         "process_exception",
-    }
+    }, "seam 5 MiddlewareChain: Django's BaseHandler.load_middleware collects other hooks now"
     for name in settings.ADMIN_MIDDLEWARE:
         middleware = import_string(name)
-        assert not hasattr(middleware, "process_template_response"), name
-        assert not hasattr(middleware, "process_exception"), name
+        assert not hasattr(middleware, "process_template_response"), f"seam 5 MiddlewareChain: {name} has one now"
+        assert not hasattr(middleware, "process_exception"), f"seam 5 MiddlewareChain: {name} has one now"
 
 
 async def test_the_admin_chain_runs_async_with_its_view_check():
@@ -465,14 +382,22 @@ async def test_the_admin_chain_runs_async_with_its_view_check():
         return refusal or HttpResponse(b"admin page")
 
     chain = seams.MiddlewareChain(settings.ADMIN_MIDDLEWARE, view)
-    assert iscoroutinefunction(chain.chain)
+    assert iscoroutinefunction(chain.chain), (
+        "seam 5 MiddlewareChain: Django's MiddlewareMixin no longer runs async around a coroutine function"
+    )
 
     page = await chain(factory.get("/admin/"))
-    assert page.status_code == 200 and page.content == b"admin page"
-    assert page["X-Frame-Options"] == "DENY"  # the clickjacking middleware ran
+    assert page.status_code == 200 and page.content == b"admin page", (
+        "seam 5 MiddlewareChain: what the seam makes of it changed"
+    )
+    assert page["X-Frame-Options"] == "DENY", (  # the clickjacking middleware ran
+        "seam 5 MiddlewareChain: the admin's chain no longer runs Django's XFrameOptionsMiddleware"
+    )
 
     refused = await chain(factory.post("/admin/login/", data={"username": "a"}))
-    assert refused.status_code == 403 and b"CSRF" in refused.content  # CSRF's view check
+    assert refused.status_code == 403 and b"CSRF" in refused.content, (
+        "seam 5 MiddlewareChain: Django's CsrfViewMiddleware.process_view no longer refuses a POST without a token"
+    )
 
 
 # --- 6. daphne's request class -----------------------------------------------------------
@@ -537,25 +462,38 @@ def test_daphne_builds_each_request_from_its_module_attribute_and_twisted_calls_
     (tests/test_bounds.py then checks it on a real worker)."""
     server_factory, request_class, refusals = bounded
     protocol, transport = connection(server_factory)
-    assert protocol.requestFactory is request_class
+    assert protocol.requestFactory is request_class, (
+        "seam 6 bound_request_bodies: daphne.http_protocol.WebRequest no longer looked up per connection"
+    )
 
     protocol.dataReceived(b"POST /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n")
-    assert refusals == [("POST", "/api/v1/main/x", "declared 1001 bytes")]
-    assert transport.value() == b"HTTP/1.1 413 Request Entity Too Large\r\n\r\n" and transport.disconnecting
+    assert refusals == [("POST", "/api/v1/main/x", "declared 1001 bytes")], (
+        "seam 6 bound_request_bodies: Twisted's HTTPChannel no longer calls Request.gotLength after the head, "
+        "with the request line in _command and _path"
+    )
+    assert transport.value() == b"HTTP/1.1 413 Request Entity Too Large\r\n\r\n" and transport.disconnecting, (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"PUT /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
     protocol.dataReceived(b"3e8\r\n" + b"x" * 1000 + b"\r\n")
-    assert transport.value() == b"" and len(refusals) == 1  # 1000 bytes: within the bound
+    assert transport.value() == b"" and len(refusals) == 1, (  # 1000 bytes: within the bound
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
     protocol.dataReceived(b"1\r\nx\r\n")
-    assert refusals[1] == ("PUT", "/p", "more than 1000 bytes received") and transport.disconnecting
+    assert refusals[1] == ("PUT", "/p", "more than 1000 bytes received") and transport.disconnecting, (
+        "seam 6 bound_request_bodies: Twisted's HTTPChannel no longer calls Request.handleContentChunk per piece"
+    )
 
 
 def test_a_body_within_the_bound_is_read_on(bounded):
     server_factory, _request_class, refusals = bounded
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n" + b"x" * 999)
-    assert refusals == [] and transport.value() == b"" and not transport.disconnecting
+    assert refusals == [] and transport.value() == b"" and not transport.disconnecting, (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
 
 class Application(Connections):
@@ -647,7 +585,10 @@ def test_daphne_queues_the_whole_body_for_the_application_at_once(streaming):
     protocol.dataReceived(b"POST /other HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n" + b"x" * 20000)
     body = server_factory.server.queues[0]
     pieces = [body.get_nowait() for _ in range(body.qsize())]
-    assert [len(piece["body"]) for piece in pieces] == [8192, 8192, 3616] and sinks == []
+    assert [len(piece["body"]) for piece in pieces] == [8192, 8192, 3616] and sinks == [], (
+        "seam 6 bound_request_bodies: daphne's WebRequest.process no longer queues the whole body at once "
+        "in request_buffer_size pieces (it may stream now: the sink may be simpler)"
+    )
 
 
 def test_a_streamed_body_goes_to_its_sink_and_daphne_gets_none(streaming):
@@ -657,27 +598,39 @@ def test_a_streamed_body_goes_to_its_sink_and_daphne_gets_none(streaming):
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nPenelope-Streamed: forged\r\n")
     protocol.dataReceived(b"Content-Length: 60\r\n\r\n" + b"y" * 60)
-    assert sinks[0].received == b"y" * 60 and sinks[0].ended == "finished"
+    assert sinks[0].received == b"y" * 60 and sinks[0].ended == "finished", (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
     scope = server_factory.server.scopes[0]
-    assert [value for name, value in scope["headers"] if name == b"penelope-streamed"] == [b"60 bytes"]
-    assert server_factory.server.queues[0].get_nowait()["body"] == b""
+    assert [value for name, value in scope["headers"] if name == b"penelope-streamed"] == [b"60 bytes"], (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
+    assert server_factory.server.queues[0].get_nowait()["body"] == b"", (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 60\r\n\r\n")
-    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and transport.disconnecting
+    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and transport.disconnecting, (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n")
     protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
     protocol.dataReceived(b"50\r\n" + b"z" * 80 + b"\r\n")
-    assert sinks[1].ended == "aborted" and transport.value() == b"HTTP/1.1 413 Too Large\r\n\r\n"
+    assert sinks[1].ended == "aborted" and transport.value() == b"HTTP/1.1 413 Too Large\r\n\r\n", (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(
         b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: yes\r\nContent-Length: 60\r\n\r\n" + b"w" * 30
     )
     protocol.connectionLost(ConnectionDone())
-    assert sinks[2].ended == "aborted" and len(server_factory.server.scopes) == 1
+    assert sinks[2].ended == "aborted" and len(server_factory.server.scopes) == 1, (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
 
 def test_an_answer_later_drops_the_body_and_the_request_never_reaches_daphne(streaming):
@@ -694,23 +647,35 @@ def test_an_answer_later_drops_the_body_and_the_request_never_reaches_daphne(str
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: later\r\nContent-Length: 5\r\n\r\nhello")
     clock.advance(LATER_S - 0.1)
-    assert transport.value() == b"" and not transport.disconnecting and sinks.later == []
+    assert transport.value() == b"" and not transport.disconnecting and sinks.later == [], (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
     clock.advance(0.1)
-    assert transport.value() == LATER and transport.disconnecting
-    assert sinks.later == [transport.getPeer().host] and sinks == [] and server_factory.server.scopes == []
+    assert transport.value() == LATER and transport.disconnecting, (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
+    assert sinks.later == [transport.getPeer().host] and sinks == [] and server_factory.server.scopes == [], (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
     protocol.connectionLost(ConnectionDone())
-    assert sinks.later == [transport.getPeer().host]  # done once
+    assert sinks.later == [transport.getPeer().host], (  # done once
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nAuthorization: later\r\nContent-Length: 50\r\n\r\nab")
     protocol.connectionLost(ConnectionDone())
-    assert len(sinks.later) == 2
+    assert len(sinks.later) == 2, "seam 6 bound_request_bodies: what the seam makes of it changed"
     clock.advance(LATER_S)
-    assert transport.value() == b"" and len(sinks.later) == 2 and server_factory.server.scopes == []
+    assert transport.value() == b"" and len(sinks.later) == 2 and server_factory.server.scopes == [], (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
     protocol, transport = connection(server_factory)
     protocol.dataReceived(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n")
-    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and server_factory.server.scopes == []
+    assert transport.value() == b"HTTP/1.1 401 Unauthorized\r\n\r\n" and server_factory.server.scopes == [], (
+        "seam 6 bound_request_bodies: what the seam makes of it changed"
+    )
 
 
 # --- 7. Twisted's HTTP channel, under daphne's factory ----------------------------------
@@ -738,7 +703,9 @@ def heads(target_length: int, header_count: int = 0) -> dict[str, bytes]:
     line alone passes it."""
     line = b"POST /api/v1/main/x?q=%s HTTP/1.1"
     at = line % (b"a" * (HEAD_LIMIT - len(line % b"") - len(b"Content-Length: 5")))
-    assert len(at) + len(b"Content-Length: 5") == HEAD_LIMIT
+    assert len(at) + len(b"Content-Length: 5") == HEAD_LIMIT, (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
     many = [b"X-H%03d: %s" % (n, b"b" * 92) for n in range(170)]  # 100 bytes each, 17,000 together
     return {
         "at the bound": at + b"\r\nContent-Length: 5\r\n\r\n",
@@ -762,18 +729,28 @@ def test_twisted_bounds_the_head_with_a_bare_400_or_a_silent_close_and_the_seam_
     another way, hook the channel in there."""
     from twisted.web import http
 
-    assert http.HTTPChannel.totalHeadersSize == HEAD_LIMIT and http.HTTPChannel.MAX_LENGTH == HEAD_LIMIT
+    assert http.HTTPChannel.totalHeadersSize == HEAD_LIMIT and http.HTTPChannel.MAX_LENGTH == HEAD_LIMIT, (
+        "seam 7 bound_request_heads: Twisted's HTTPChannel.totalHeadersSize or MAX_LENGTH moved from 16384"
+    )
     sent = heads(HEAD_LIMIT)
 
     def upstream(head: bytes) -> tuple[bytes, bool]:
         protocol, transport = connection(daphne_factory)
-        assert type(protocol._channel) is http.HTTPChannel
+        assert type(protocol._channel) is http.HTTPChannel, (
+            "seam 7 bound_request_heads: daphne's HTTPFactory no longer wraps Twisted's HTTPChannel"
+        )
         protocol.dataReceived(head)
         return transport.value(), bool(transport.disconnecting)
 
-    assert upstream(sent["at the bound"]) == (b"", False)  # waits for its body
-    assert upstream(sent["many headers past it"]) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)
-    assert upstream(sent["a long line"]) == (b"", True)
+    assert upstream(sent["at the bound"]) == (b"", False), (  # waits for its body
+        "seam 7 bound_request_heads: Twisted's HTTPChannel counts the head otherwise (a head at the bound refused)"
+    )
+    assert upstream(sent["many headers past it"]) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True), (
+        "seam 7 bound_request_heads: Twisted's HTTPChannel.lineReceived no longer answers a bare 400 past totalHeadersSize"
+    )
+    assert upstream(sent["a long line"]) == (b"", True), (
+        "seam 7 bound_request_heads: Twisted's LineReceiver.lineLengthExceeded no longer closes without a word"
+    )
 
     refusals: list[tuple[str, str]] = []
 
@@ -785,14 +762,22 @@ def test_twisted_bounds_the_head_with_a_bare_400_or_a_silent_close_and_the_seam_
 
     def ours(head: bytes) -> tuple[bytes, bool]:
         protocol, transport = connection(daphne_factory)
-        assert type(protocol._channel) is channel_class
+        assert type(protocol._channel) is channel_class, (
+            "seam 7 bound_request_heads: daphne's HTTPFactory.protocol no longer builds the channel the seam set"
+        )
         protocol.dataReceived(head)
         return transport.value(), bool(transport.disconnecting)
 
-    assert ours(sent["at the bound"]) == (b"", False)
-    assert ours(sent["many headers past it"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True)
-    assert ours(sent["a long line"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True)
-    assert refusals == [("GET", "/api/v1/main/x"), ("GET", "/api/v1/main/x")]
+    assert ours(sent["at the bound"]) == (b"", False), "seam 7 bound_request_heads: what the seam makes of it changed"
+    assert ours(sent["many headers past it"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True), (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert ours(sent["a long line"]) == (b"HTTP/1.1 414 URI Too Long\r\n\r\n", True), (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert refusals == [("GET", "/api/v1/main/x"), ("GET", "/api/v1/main/x")], (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
 
 
 def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answers_instead(daphne_factory):
@@ -807,18 +792,26 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
 
     from core.bounded_http import MAX_HEADERS
 
-    assert http.HTTPChannel.maxHeaders == MAX_HEADERS == 500
+    assert http.HTTPChannel.maxHeaders == MAX_HEADERS == 500, (
+        "seam 7 bound_request_heads: Twisted's HTTPChannel.maxHeaders moved from 500"
+    )
 
     def request(count: int) -> bytes:
         # Host is one of them.
-        return b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1)) + b"\r\n"
+        return (
+            b"GET /api/v1/main/x?y=1 HTTP/1.1\r\nHost: a\r\n"
+            + b"".join(b"X-H%d: v\r\n" % n for n in range(count - 1))
+            + b"\r\n"
+        )
 
     def answer(count: int) -> tuple[bytes, bool]:
         protocol, transport = connection(daphne_factory)
         protocol.dataReceived(request(count))
         return transport.value(), bool(transport.disconnecting)
 
-    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)  # Twisted's own
+    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True), (  # Twisted's own
+        "seam 7 bound_request_heads: Twisted's HTTPChannel.headerReceived no longer answers a bare 400 past maxHeaders"
+    )
     refusals: list[tuple[str, str]] = []
 
     def too_many(method: str, path: str) -> bytes:
@@ -826,9 +819,13 @@ def test_twisted_refuses_more_than_500_headers_with_a_bare_400_and_the_seam_answ
         return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}"
 
     seams.bound_request_heads(HEAD_LIMIT, lambda method, path: b"", too_many)
-    assert answer(500)[1] is False and refusals == []  # 500 are taken: the request is served
-    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
-    assert refusals == [("GET", "/api/v1/main/x")]
+    assert answer(500)[1] is False and refusals == [], (  # 500 are taken: the request is served
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert answer(501) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True), (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert refusals == [("GET", "/api/v1/main/x")], "seam 7 bound_request_heads: what the seam makes of it changed"
 
 
 def test_twisted_answers_a_malformed_request_with_a_bare_400_and_the_seam_answers_instead(daphne_factory):
@@ -850,8 +847,14 @@ def test_twisted_answers_a_malformed_request_with_a_bare_400_and_the_seam_answer
         protocol.dataReceived(head)
         return transport.value(), bool(transport.disconnecting)
 
-    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)  # Twisted's own
-    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True)
+    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True), (  # Twisted's own
+        "seam 7 bound_request_heads: Twisted no longer answers a malformed request line with "
+        "_respondToBadRequestAndDisconnect's bare 400"
+    )
+    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\n\r\n", True), (
+        "seam 7 bound_request_heads: Twisted no longer answers a malformed header with "
+        "_respondToBadRequestAndDisconnect's bare 400"
+    )
     refusals: list[tuple[str, str]] = []
 
     def malformed(method: str, path: str) -> bytes:
@@ -859,9 +862,15 @@ def test_twisted_answers_a_malformed_request_with_a_bare_400_and_the_seam_answer
         return b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}"
 
     seams.bound_request_heads(HEAD_LIMIT, lambda method, path: b"", None, malformed)
-    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
-    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True)
-    assert refusals == [("GET", "/api/v1/main/x\xff"), ("GET", "/api/v1/main/y")]
+    assert answer(bad_line) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True), (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert answer(bad_header) == (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}", True), (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
+    assert refusals == [("GET", "/api/v1/main/x\xff"), ("GET", "/api/v1/main/y")], (
+        "seam 7 bound_request_heads: what the seam makes of it changed"
+    )
 
 
 def test_twisted_keeps_the_request_line_and_the_head_s_size_where_the_seams_read_them(daphne_factory):
@@ -876,13 +885,21 @@ def test_twisted_keeps_the_request_line_and_the_head_s_size_where_the_seams_read
     from twisted.web import http
 
     protocol, _transport = connection(daphne_factory)
-    assert type(protocol) is http._GenericHTTPChannelProtocol
+    assert type(protocol) is http._GenericHTTPChannelProtocol, (
+        "seams 6 and 7: Twisted's HTTPFactory no longer builds a _GenericHTTPChannelProtocol"
+    )
     lines = [b"POST /api/v1/main/x?y=1 HTTP/1.1", b"Host: a", b"X-A: b"]
     protocol.dataReceived(b"".join(line + b"\r\n" for line in lines))  # the last header waits for a continuation
     channel = protocol._channel
-    assert (channel._command, channel._path) == (b"POST", b"/api/v1/main/x?y=1")
-    assert channel._receivedHeaderSize == sum(len(line) for line in lines)
-    assert channel._receivedHeaderCount == 1
+    assert (channel._command, channel._path) == (b"POST", b"/api/v1/main/x?y=1"), (
+        "seams 6 and 7: Twisted's HTTPChannel no longer keeps the request line in _command and _path"
+    )
+    assert channel._receivedHeaderSize == sum(len(line) for line in lines), (
+        "seam 7 bound_request_heads: Twisted's HTTPChannel._receivedHeaderSize renamed or counted otherwise"
+    )
+    assert channel._receivedHeaderCount == 1, (
+        "seam 7 bound_request_heads: Twisted's HTTPChannel._receivedHeaderCount renamed or counted otherwise"
+    )
 
 
 # --- relied on: Django's connections belong to a thread ----------------------------------
@@ -900,8 +917,8 @@ def test_a_django_connection_belongs_to_its_thread_not_to_the_caller_context():
         first = one.submit(contextvars.copy_context().run, lambda: connections["default"]).result()
         again = one.submit(contextvars.copy_context().run, lambda: connections["default"]).result()
         elsewhere = other.submit(lambda: connections["default"]).result()
-    assert first is again
-    assert first is not elsewhere
+    assert first is again, "relied on (core/db_thread.py): Django's connections no longer belong to a thread"
+    assert first is not elsewhere, "relied on (core/db_thread.py): Django's connections no longer belong to a thread"
 
 
 # --- 8. the ORM's INSERT ------------------------------------------------------------------
@@ -917,17 +934,34 @@ def test_insert_row_writes_the_row_save_writes():
     `Job.start` back to `objects.create()`."""
     from jobs.models import Job
 
-    shape = {"page_id": "main", "plugin": "demo/echo", "params": {"a": [1, "é"]}, "mode": "poll", "accepted_at": 1.5,
-             "started_at": 1.5, "result": {"value": None}, "callback": None}
+    shape = {
+        "page_id": "main",
+        "plugin": "demo/echo",
+        "params": {"a": [1, "é"]},
+        "mode": "poll",
+        "accepted_at": 1.5,
+        "started_at": 1.5,
+        "result": {"value": None},
+        "callback": None,
+    }
     ours, django = Job(id="00000000000000aa", **shape), Job(id="00000000000000ab", **shape)
     seams.insert_row(ours)
     django.save(force_insert=True)
     with connections["default"].cursor() as cursor:
-        rows = cursor.execute("SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]).fetchall()
-    assert rows[0][1:] == rows[1][1:] and rows[0][0] != rows[1][0]  # every column alike but the id
-    assert ours._state.adding is False and ours._state.db == "default"
+        rows = cursor.execute(
+            "SELECT * FROM jobs_job WHERE id IN (%s, %s) ORDER BY id", [ours.id, django.id]
+        ).fetchall()
+    assert rows[0][1:] == rows[1][1:] and rows[0][0] != rows[1][0], (  # every column alike but the id
+        "seam 8 insert_row: Django's save(force_insert=True) writes another row now (SQLInsertCompiler, pre_save, "
+        "get_db_prep_save)"
+    )
+    assert ours._state.adding is False and ours._state.db == "default", (
+        "seam 8 insert_row: Model._state is no longer left as save() leaves it"
+    )
     stored = Job.objects.get(id=ours.id)
-    assert (stored.params, stored.state, stored.priority) == ({"a": [1, "é"]}, "running", 0)
+    assert (stored.params, stored.state, stored.priority) == ({"a": [1, "é"]}, "running", 0), (
+        "seam 8 insert_row: what the seam makes of it changed"
+    )
 
 
 # --- 9. a response's close ------------------------------------------------------------------
@@ -941,18 +975,23 @@ def test_django_runs_a_response_s_closers_once_when_it_closes_it():
     the new `HttpResponseBase.close`, and find where a callback can run at
     the close (activity/middleware.py and media_store/views.py need one)."""
     with open(__file__, "rb") as handle:
-        assert handle.close in FileResponse(handle)._resource_closers
+        assert handle.close in FileResponse(handle)._resource_closers, (
+            "seam 9 close_with: Django's HttpResponseBase no longer keeps _resource_closers (FileResponse's file)"
+        )
 
     ran: list[str] = []
     response = StreamingHttpResponse(iter([b"never sent"]))
     seams.close_with(response, lambda: ran.append("first"))
     seams.close_with(response, lambda: 1 / 0)
     seams.close_with(response, lambda: ran.append("last"))
-    assert ran == []
+    assert ran == [], "seam 9 close_with: what the seam makes of it changed"
     response.close()
-    assert ran == ["first", "last"]
+    assert ran == ["first", "last"], (
+        "seam 9 close_with: Django's HttpResponseBase.close no longer runs each of _resource_closers, "
+        "swallowing their errors"
+    )
     response.close()
-    assert ran == ["first", "last"]  # once
+    assert ran == ["first", "last"], "seam 9 close_with: Django's HttpResponseBase.close runs the closers twice"
 
 
 # --- 10. the Django request under DRF's -----------------------------------------------------
@@ -967,13 +1006,19 @@ def test_drf_keeps_the_django_request_it_wraps_and_keeps_what_is_set_on_it_for_i
     `Request.__init__` and follow it."""
     django_request = factory.get("/api/v1/main")
     request = seams.WholeBodyRequest(django_request)
-    assert seams.django_request_of(request) is django_request
-    assert seams.django_request_of(Request(django_request)) is django_request
+    assert seams.django_request_of(request) is django_request, (
+        "seam 10 django_request_of: DRF's Request.__init__ no longer keeps the Django request in _request"
+    )
+    assert seams.django_request_of(Request(django_request)) is django_request, (
+        "seam 10 django_request_of: DRF's Request.__init__ no longer keeps the Django request in _request"
+    )
 
     django_request.set_below = "seen"
-    assert request.set_below == "seen"
+    assert request.set_below == "seen", "seam 10 django_request_of: DRF's Request no longer passes reads on"
     request.set_above = "kept"
-    assert not hasattr(django_request, "set_above")
+    assert not hasattr(django_request, "set_above"), (
+        "seam 10 django_request_of: DRF's Request now passes what is set on it to the Django request"
+    )
 
 
 # --- 11. the reactor's asyncio loop ---------------------------------------------------------
@@ -990,7 +1035,9 @@ def test_twisted_s_asyncio_reactor_runs_on_the_loop_it_was_given():
     loop = asyncio.new_event_loop()
     try:
         reactor = AsyncioSelectorReactor(loop)
-        assert seams.asyncio_loop_of(reactor) is loop
+        assert seams.asyncio_loop_of(reactor) is loop, (
+            "seam 11 asyncio_loop_of: Twisted's AsyncioSelectorReactor no longer keeps its loop in _asyncioEventloop"
+        )
         ran_on: list[asyncio.AbstractEventLoop] = []
 
         def once_running() -> None:
@@ -999,7 +1046,7 @@ def test_twisted_s_asyncio_reactor_runs_on_the_loop_it_was_given():
 
         reactor.callLater(0, once_running)
         reactor.run(installSignalHandlers=False)
-        assert ran_on == [loop]
+        assert ran_on == [loop], "seam 11 asyncio_loop_of: Twisted's AsyncioSelectorReactor runs on another loop"
     finally:
         loop.close()
 
@@ -1015,10 +1062,16 @@ def test_django_s_sqlite_wrapper_holds_the_connection_its_cursors_run_on():
     `wrap_database_errors`. If this fails, Django holds its connection
     elsewhere: read the new `BaseDatabaseWrapper.connect`, and follow it."""
     connection = connections["default"]
-    seams.run_sqlite_script(connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);")
-    assert isinstance(connection.connection, sqlite3.Connection)
+    seams.run_sqlite_script(
+        connection, "CREATE TEMP TABLE probe (n); INSERT INTO probe VALUES (1); INSERT INTO probe VALUES (2);"
+    )
+    assert isinstance(connection.connection, sqlite3.Connection), (
+        "seam 12 run_sqlite_script: Django's SQLite DatabaseWrapper no longer holds its sqlite3.Connection in connection"
+    )
     with connection.cursor() as cursor:  # a TEMP table is seen by its own connection only
-        assert cursor.execute("SELECT count(*) FROM probe").fetchone()[0] == 2
+        assert cursor.execute("SELECT count(*) FROM probe").fetchone()[0] == 2, (
+            "seam 12 run_sqlite_script: Django's cursors no longer run on the wrapper's connection"
+        )
     with pytest.raises(OperationalError):  # Django's, not sqlite3's
         seams.run_sqlite_script(connection, "SELECT * FROM no_such_table;")
 
@@ -1039,11 +1092,13 @@ def test_a_cursor_steps_an_incremental_vacuum_once_and_a_script_to_its_end(tmp_p
 
     store.execute("DELETE FROM t")
     before = free()
-    assert before >= 20
+    assert before >= 20, "seam 12 run_sqlite_script: the probe freed too few pages"
     store.execute("PRAGMA incremental_vacuum(10)")
-    assert free() == before - 1
+    assert free() == before - 1, (
+        "seam 12 run_sqlite_script: sqlite3's execute now steps an incremental_vacuum to its end (a cursor would do)"
+    )
     store.executescript("PRAGMA incremental_vacuum(10);")
-    assert free() == before - 11
+    assert free() == before - 11, "seam 12 run_sqlite_script: sqlite3's executescript no longer steps to the end"
     store.close()
 
 
@@ -1061,16 +1116,27 @@ def test_django_keeps_a_model_instance_s_state_in_its_dict():
     from jobs.models import Job
 
     Job(
-        id="00000000000000ac", page_id="main", plugin="demo/echo", params={"a": 1}, mode="poll", accepted_at=1.5,
+        id="00000000000000ac",
+        page_id="main",
+        plugin="demo/echo",
+        params={"a": 1},
+        mode="poll",
+        accepted_at=1.5,
         started_at=1.5,
     ).save(force_insert=True)
     saved = Job.objects.get(id="00000000000000ac")
-    assert set(vars(saved)) == {"_state", *(field.attname for field in Job._meta.concrete_fields)}
+    assert set(vars(saved)) == {"_state", *(field.attname for field in Job._meta.concrete_fields)}, (
+        "seam 13 take_saved_row: Django's Model keeps an instance's state outside its __dict__ now"
+    )
 
     blank = Job()
     seams.take_saved_row(blank, saved)
-    assert (blank.pk, blank.params, blank.started_at) == ("00000000000000ac", {"a": 1}, 1.5)
-    assert blank._state.adding is False and blank._state.db == "default"
+    assert (blank.pk, blank.params, blank.started_at) == ("00000000000000ac", {"a": 1}, 1.5), (
+        "seam 13 take_saved_row: the copied __dict__ no longer carries the field values"
+    )
+    assert blank._state.adding is False and blank._state.db == "default", (
+        "seam 13 take_saved_row: the copied __dict__ no longer carries _state"
+    )
 
 
 # --- 14. the reason phrase of each status -----------------------------------------------------
@@ -1101,17 +1167,33 @@ def test_daphne_sets_the_status_alone_and_the_seam_names_it(daphne_factory, monk
     from core.serving import reason_phrase
 
     monkeypatch.setattr(http_protocol, "WebRequest", http_protocol.WebRequest)
-    assert status_line_of(daphne_factory, 429) == b"429 Unknown Status"
-    assert status_line_of(daphne_factory, 408) == b"408 Request Time-out"
+    assert status_line_of(daphne_factory, 429) == b"429 Unknown Status", (
+        "seam 14 name_statuses: daphne's handle_reply or Twisted's RESPONSES names a 429 itself now (remove the seam?)"
+    )
+    assert status_line_of(daphne_factory, 408) == b"408 Request Time-out", (
+        "seam 14 name_statuses: Twisted's RESPONSES names a 408 otherwise now"
+    )
 
     request_class = seams.name_statuses(reason_phrase)
-    assert http_protocol.WebRequest is request_class
-    assert status_line_of(daphne_factory, 429) == b"429 Too Many Requests"
-    assert status_line_of(daphne_factory, 423) == b"423 Locked"
-    assert status_line_of(daphne_factory, 408) == b"408 Request Timeout"
-    assert status_line_of(daphne_factory, 499) == b"499 Client Closed Request"
-    assert status_line_of(daphne_factory, 200) == b"200 OK"
-    assert status_line_of(daphne_factory, 460) == b"460 Unknown Status"  # no standard phrase: Twisted's
+    assert http_protocol.WebRequest is request_class, (
+        "seam 14 name_statuses: daphne.http_protocol.WebRequest no longer looked up per connection"
+    )
+    assert status_line_of(daphne_factory, 429) == b"429 Too Many Requests", (
+        "seam 14 name_statuses: what the seam makes of it changed"
+    )
+    assert status_line_of(daphne_factory, 423) == b"423 Locked", (
+        "seam 14 name_statuses: what the seam makes of it changed"
+    )
+    assert status_line_of(daphne_factory, 408) == b"408 Request Timeout", (
+        "seam 14 name_statuses: what the seam makes of it changed"
+    )
+    assert status_line_of(daphne_factory, 499) == b"499 Client Closed Request", (
+        "seam 14 name_statuses: what the seam makes of it changed"
+    )
+    assert status_line_of(daphne_factory, 200) == b"200 OK", "seam 14 name_statuses: what the seam makes of it changed"
+    assert status_line_of(daphne_factory, 460) == b"460 Unknown Status", (  # no standard phrase: Twisted's
+        "seam 14 name_statuses: what the seam makes of it changed"
+    )
 
 
 # --- 15. the file a running download is written to ---------------------------------------
@@ -1131,11 +1213,38 @@ def test_playwrights_download_knows_its_file_from_the_start_and_chromium_grows_i
         with page.expect_download() as started:
             page.click("a")
         download = started.value
-        known = seams.download_file_of(download)
+        try:
+            known = seams.download_file_of(download)
+        except (AttributeError, KeyError) as gone:
+            raise AssertionError(
+                "seam 15 download_file_of: Playwright's Download no longer has _impl_obj._artifact._initializer['absolutePath']"
+            ) from gone
         growing = known.with_name(known.name + ".crdownload")
         wait_until(lambda: growing.exists() and growing.stat().st_size > 0, what="the partial file to grow")
-        assert download.path() == known and not growing.exists()
-        assert known.stat().st_size == 4096 * 1024
+        assert download.path() == known and not growing.exists(), (
+            "seam 15 download_file_of: Playwright's artifact _initializer['absolutePath'] is not the download's file, "
+            "or Chromium no longer writes <path>.crdownload beside it"
+        )
+        assert known.stat().st_size == 4096 * 1024, "seam 15 download_file_of: the download's file is not whole"
     finally:
         context.close()
 
+
+# --- every assertion names its seam -----------------------------------------------------------
+
+
+def test_every_assertion_here_names_its_seam():
+    """A failure in these tests says which seam broke and, where it checks
+    upstream, what upstream changed: every `assert` in this module and in
+    tests/test_seams_sockets.py carries a message naming its seam (or what
+    is relied on)."""
+    unnamed = []
+    for module in (Path(__file__), Path(__file__).with_name("test_seams_sockets.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Assert):
+                message = (
+                    node.msg.value if isinstance(node.msg, ast.Constant) else ast.unparse(node.msg or ast.Constant(""))
+                )
+                if not re.search(r"seams? \d+|relied on", message):
+                    unnamed.append(f"{module.name}:{node.lineno}")
+    assert not unnamed, f"seams 1 to 19: assertions without a seam named in their message: {unnamed}"

@@ -1,12 +1,11 @@
-"""The upstream behaviour pieces 16 to 19 of core/seams rely on, one test
+"""The upstream behaviour pieces 16 and 18 of core/seams rely on (17 and
+19 went back to Playwright's and daphne's public API: docs/design/SEAMS.md), one test
 each beside tests/test_seams.py's (here, in a module of their own: a test
 there leaves an event loop running in its thread, where Playwright's sync
 API and asyncio.run refuse to start)."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import inspect
 import re
 from pathlib import Path
@@ -29,15 +28,29 @@ def test_autobahn_reads_the_limits_per_connection_and_daphne_drops_a_close_s_rea
     from autobahn.websocket.protocol import WebSocketProtocol, WebSocketServerProtocol
     from daphne import ws_protocol
 
-    assert {"maxMessagePayloadSize", "maxFramePayloadSize"} <= set(WebSocketServerProtocol.CONFIG_ATTRS)
+    assert {"maxMessagePayloadSize", "maxFramePayloadSize"} <= set(WebSocketServerProtocol.CONFIG_ATTRS), (
+        "seam 16 size_socket_messages: autobahn's WebSocketServerProtocol no longer copies the payload limits per connection"
+    )
     # And reads `failByDrop` (True on daphne's factory: a message past the limit
     # drops the connection) and `closeHandshakeTimeout` from the protocol when it fails or closes one.
-    assert {"failByDrop", "closeHandshakeTimeout"} <= set(WebSocketServerProtocol.CONFIG_ATTRS)
-    assert "if self.failByDrop:" in inspect.getsource(WebSocketProtocol._fail_connection)
-    assert "self.closeHandshakeTimeout," in inspect.getsource(WebSocketProtocol.sendCloseFrame)
-    assert "if not hasattr(self, configAttr)" in inspect.getsource(WebSocketProtocol._connectionMade)
-    assert list(inspect.signature(ws_protocol.WebSocketProtocol.serverClose).parameters) == ["self", "code"]
-    assert 'self.serverClose(code=message.get("code", None))' in inspect.getsource(ws_protocol.WebSocketProtocol.handle_reply)
+    assert {"failByDrop", "closeHandshakeTimeout"} <= set(WebSocketServerProtocol.CONFIG_ATTRS), (
+        "seam 16 size_socket_messages: autobahn no longer copies failByDrop and closeHandshakeTimeout per connection"
+    )
+    assert "if self.failByDrop:" in inspect.getsource(WebSocketProtocol._fail_connection), (
+        "seam 16 size_socket_messages: autobahn's _fail_connection no longer reads failByDrop"
+    )
+    assert "self.closeHandshakeTimeout," in inspect.getsource(WebSocketProtocol.sendCloseFrame), (
+        "seam 16 size_socket_messages: autobahn's sendCloseFrame no longer reads closeHandshakeTimeout"
+    )
+    assert "if not hasattr(self, configAttr)" in inspect.getsource(WebSocketProtocol._connectionMade), (
+        "seam 16 size_socket_messages: autobahn's _connectionMade now overwrites what the protocol set"
+    )
+    assert list(inspect.signature(ws_protocol.WebSocketProtocol.serverClose).parameters) == ["self", "code"], (
+        "seam 16 size_socket_messages: daphne's WebSocketProtocol.serverClose takes a reason now (drop that half)"
+    )
+    assert 'self.serverClose(code=message.get("code", None))' in inspect.getsource(
+        ws_protocol.WebSocketProtocol.handle_reply
+    ), "seam 16 size_socket_messages: daphne's WebSocketProtocol.handle_reply closes otherwise now"
 
 
 def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_the_reason(monkeypatch):
@@ -45,7 +58,9 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
 
     monkeypatch.setattr(ws_protocol.WebSocketFactory, "protocol", ws_protocol.WebSocketFactory.protocol)
     sized = seams.size_socket_messages(lambda path: 99 if path.startswith("/big/") else None, close_wait_s=12.0)
-    assert ws_protocol.WebSocketFactory.protocol is sized
+    assert ws_protocol.WebSocketFactory.protocol is sized, (
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
     seen = []
     monkeypatch.setattr(ws_protocol.WebSocketProtocol, "onConnect", lambda self, request: seen.append(request.path))
     big, small = sized.__new__(sized), sized.__new__(sized)
@@ -59,51 +74,27 @@ def test_size_socket_messages_sets_the_limits_of_the_paths_it_names_and_sends_th
 
     big.onConnect(Request("/big/x"))
     small.onConnect(Request("/other"))
-    assert (big.maxMessagePayloadSize, big.maxFramePayloadSize) == (99, 99)
-    assert (small.maxMessagePayloadSize, small.maxFramePayloadSize) == (7, 7) and seen == ["/big/x", "/other"]
-    assert (big.failByDrop, big.closeHandshakeTimeout) == (False, 12.0)  # a close frame past the limit, and time to read it
-    assert (small.failByDrop, small.closeHandshakeTimeout) == (True, 1)
+    assert (big.maxMessagePayloadSize, big.maxFramePayloadSize) == (99, 99), (
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
+    assert (small.maxMessagePayloadSize, small.maxFramePayloadSize) == (7, 7) and seen == ["/big/x", "/other"], (
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
+    assert (big.failByDrop, big.closeHandshakeTimeout) == (
+        False,
+        12.0,
+    ), (  # a close frame past the limit, and time to read it
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
+    assert (small.failByDrop, small.closeHandshakeTimeout) == (True, 1), (
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
     closes = []
     big.state, big.sendClose = sized.STATE_OPEN, lambda **close: closes.append(close)
     big.handle_reply({"type": "websocket.close", "code": 4001, "reason": "The lease ended."})
-    assert closes == [{"code": 4001, "reason": "The lease ended."}]
-
-
-# --- 17. a CDP session's messages, under Playwright's API -----------------------------------------
-
-
-def test_send_cdp_sends_at_once_and_on_cdp_events_hears_every_event():
-    """`send_cdp` sends through the CDP session's connection as an internal
-    call and answers the future of its result; `on_cdp_events` hears each
-    event as `{"method", "params"}`. If this fails, Playwright moved its
-    connection or the session's event: adapt core/seams/browser.py (the
-    mux, cdp/mux.py, sends and hears everything through them)."""
-    from tests.support.faults import real_chromium
-
-    asyncio.run(heard_and_answered(real_chromium()))
-
-
-async def heard_and_answered(executable: str) -> None:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            page = await browser.new_page()
-            session = await page.context.new_cdp_session(page)
-            heard = []
-            seams.on_cdp_events(session, heard.append)
-            sent = seams.send_cdp(session, "Runtime.evaluate", {"expression": "console.log('hi'); 6 * 7"})
-            enabled = seams.send_cdp(session, "Runtime.enable", {})
-            assert (await sent)["result"]["result"]["value"] == 42  # the first sent answered first: in order
-            await enabled
-            await page.evaluate("console.log('heard')")
-            while not any(event["method"] == "Runtime.consoleAPICalled" for event in heard):
-                await asyncio.sleep(0.01)
-            called = next(event for event in heard if event["method"] == "Runtime.consoleAPICalled")
-            assert called["params"]["args"][0]["value"] in ("hi", "heard")
-        finally:
-            await browser.close()
+    assert closes == [{"code": 4001, "reason": "The lease ended."}], (
+        "seam 16 size_socket_messages: what the seam makes of it changed"
+    )
 
 
 # --- 18. the driver tap on Chromium's pipe ------------------------------------------------------------
@@ -118,49 +109,31 @@ def test_the_driver_spawns_chromium_through_child_process_and_reads_its_pipe_fro
     reaches the pipe another way now: adapt the tap. tests/test_cdp.py
     drives real clients through it."""
     bundle = (Path(playwright.__file__).parent / "driver/package/lib/coreBundle.js").read_text()
-    assert 'childProcess = __toESM(require("child_process"))' in bundle
-    assert "const spawnedProcess = childProcess.spawn(options.command, options.args || [], spawnOptions);" in bundle
-    assert 'chromeArguments.push("--remote-debugging-pipe");' in bundle
-    assert "transport = new PipeTransport2(stdio[3], stdio[4]);" in bundle
+    assert 'childProcess = __toESM(require("child_process"))' in bundle, (
+        "seam 18 the driver tap: Playwright's driver no longer reaches child_process through an __toESM getter"
+    )
+    assert "const spawnedProcess = childProcess.spawn(options.command, options.args || [], spawnOptions);" in bundle, (
+        "seam 18 the driver tap: Playwright's driver no longer spawns Chromium through childProcess.spawn"
+    )
+    assert 'chromeArguments.push("--remote-debugging-pipe");' in bundle, (
+        "seam 18 the driver tap: Playwright's driver no longer launches Chromium with --remote-debugging-pipe"
+    )
+    assert "transport = new PipeTransport2(stdio[3], stdio[4]);" in bundle, (
+        "seam 18 the driver tap: Playwright's driver no longer builds its PipeTransport from stdio[3] and stdio[4]"
+    )
     # The tap takes answers with a negative id at the root as the worker's: Playwright's ids count up from
     # 1, and its one negative id is its Browser.close's, which the tap leaves to it.
-    assert "kBrowserCloseMessageId = -9999;" in bundle and "const id = ++this._lastId;" in bundle
-    assert len(re.findall(r"\bid: -\d|kBrowserCloseMessageId", bundle)) == len(re.findall(r"kBrowserCloseMessageId", bundle))
-    transport = bundle[bundle.index("PipeTransport2 = class {"):]
-    transport = transport[:transport.index("\n    };\n")]
-    assert sorted(set(re.findall(r"pipeRead\.(\w+)", transport))) == ["on", "readable"]
-    assert sorted(set(re.findall(r'pipeRead\.on\("(\w+)"', transport))) == ["close", "data", "error"]
-
-
-# --- 19. a socket's message sent at once ------------------------------------------------------------
-
-
-def test_daphne_s_send_is_its_server_s_handle_reply_bound_to_the_protocol():
-    """`send_at_once` does what daphne's `send` does for a socket's message:
-    daphne builds `send` as `partial(self.handle_reply, protocol)`, and
-    `Server.handle_reply` checks `connections`, then calls the protocol's
-    `handle_reply` (its header check is for HTTP answers only). If this
-    fails: daphne's `send` does more now; adapt the seam."""
-    from daphne.server import Server
-
-    assert "send=partial(self.handle_reply, protocol)" in inspect.getsource(Server.create_application)
-    source = inspect.getsource(Server.handle_reply)
-    assert 'if not message["type"] == "http.response.start"' in inspect.getsource(Server.check_headers_type)
-    assert source.rstrip().endswith("protocol.handle_reply(message)")
-    assert 'if protocol not in self.connections or self.connections[protocol].get(\n            "disconnected", None' in source
-
-    class Protocol:
-        def __init__(self) -> None:
-            self.sent: list[dict] = []
-
-        def handle_reply(self, message: dict) -> None:
-            self.sent.append(message)
-
-    server, protocol = Server.__new__(Server), Protocol()
-    server.connections = {protocol: {}}
-    now = seams.send_at_once(functools.partial(server.handle_reply, protocol))
-    now({"type": "websocket.send", "text": "one"})
-    server.connections[protocol]["disconnected"] = 1
-    now({"type": "websocket.send", "text": "two"})
-    assert protocol.sent == [{"type": "websocket.send", "text": "one"}]
-    assert seams.send_at_once(lambda message: None) is None
+    assert "kBrowserCloseMessageId = -9999;" in bundle and "const id = ++this._lastId;" in bundle, (
+        "seam 18 the driver tap: Playwright's driver numbers its CDP messages otherwise (the tap's negative ids may clash)"
+    )
+    assert len(re.findall(r"\bid: -\d|kBrowserCloseMessageId", bundle)) == len(
+        re.findall(r"kBrowserCloseMessageId", bundle)
+    ), "seam 18 the driver tap: Playwright's driver sends another negative id"
+    transport = bundle[bundle.index("PipeTransport2 = class {") :]
+    transport = transport[: transport.index("\n    };\n")]
+    assert sorted(set(re.findall(r"pipeRead\.(\w+)", transport))) == ["on", "readable"], (
+        "seam 18 the driver tap: Playwright's PipeTransport reads its pipe otherwise now"
+    )
+    assert sorted(set(re.findall(r'pipeRead\.on\("(\w+)"', transport))) == ["close", "data", "error"], (
+        "seam 18 the driver tap: Playwright's PipeTransport listens to other events of its pipe now"
+    )

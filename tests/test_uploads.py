@@ -50,6 +50,25 @@ def test_an_upload_is_stored_and_answers_its_link_name_and_hash(worker):
     )
 
 
+@pytest.mark.parametrize(
+    ("given", "filename", "stored"),
+    [
+        ("application/x-www-form-urlencoded", "notes.txt", "text/plain"),  # curl --data-binary's own type
+        ("application/x-www-form-urlencoded", "", "application/octet-stream"),
+        ("", "scan.png", "image/png"),
+        ("", "q3.csv.gz", "application/gzip"),  # a compressed file's bytes are its compression's, not CSV's
+        ("text/csv", "notes.txt", "text/csv"),  # a type given is the file's own
+    ],
+)
+def test_a_form_type_or_none_is_no_type_the_name_says_it(worker, given, filename, stored):
+    answer = upload(worker, b"Q3 figures\n", filename=filename, content_type=given)
+    assert answer.status_code == 201, answer.text
+    media = answer.json()["media"]
+    assert media["content_type"] == stored
+    with worker.client() as client:
+        assert client.get(media["url"].removeprefix("/api/v1")).headers["content-type"] == stored
+
+
 def test_a_chunked_upload_without_a_length_is_taken_too(worker):
     data = os.urandom(200_000)
 

@@ -24,7 +24,7 @@ import html
 import re
 
 from waker.asgi_parts import Send, WakerRefusal
-from waker.supervisor import RUNNING, PersonaWorker
+from waker.persona_worker import RUNNING, PersonaWorker
 
 # The worker's admin (penelope_site/urls.py), and where the worker serves its
 # static files (STATIC_URL "static/" under the root, penelope_site/asgi.py).

@@ -234,7 +234,7 @@ def keda_documents(persona: ExportedPersona, *, name: str, namespace: str, domai
             "name": name,
             "namespace": namespace,
             "labels": labels,
-            # The ScaledObject below is the only one on the StatefulSet: KEDA allows one per workload.
+            # The ScaledObject below is the only one on the StatefulSet: KEDA allows one per scale target.
             "annotations": {"httpscaledobject.keda.sh/skip-scaledobject-creation": "true"},
         },
         "spec": {

@@ -1,6 +1,6 @@
 """The fleet console in an export (`waker export-kubernetes`, unless
 `--no-console`): on a cluster no waker runs it, so it is a Deployment of its
-own (`manage.py console`, console/services.py) that reads each persona
+own (`manage.py console`, console/fleet_http.py) that reads each persona
 through its worker's Service with a read key.
 
 `console.yaml` holds its ConfigMap (the fleet file: each persona's Service

@@ -34,8 +34,10 @@ from core.wrong_keys import KeyFlood, scope_address
 from waker import admin_forward, socket_relay
 from waker.api import WORKER_KEY_REQUIRED, any_key_matches
 from waker.asgi_parts import Receive, Responder, Scope, Send, WakerRefusal, read_body, send_error, until_disconnected
+from waker.persona_worker import RUNNING, PersonaWorker
+from waker.process import StartFailed
 from waker.socket_relay import loggable, masked
-from waker.supervisor import RUNNING, PersonaWorker, StartFailed, Supervisor
+from waker.supervisor import Supervisor
 
 log = logging.getLogger("penelope.waker")
 

@@ -14,13 +14,9 @@ import httpx
 from core.wrong_keys import WrongKeys
 from waker import metrics
 from waker import process as processes
-from waker.persona_worker import RUNNING, PersonaWorker, WorkInFlight
+from waker.persona_worker import PersonaWorker
 from waker.personas import Persona
-from waker.process import StartFailed
 from waker.readings import ACTIVITY_TIMEOUT_S
-
-# What the views and the proxy take from here along with the supervisor.
-__all__ = ["RUNNING", "PersonaWorker", "StartFailed", "Supervisor", "WorkInFlight", "current", "running"]
 
 log = logging.getLogger("penelope.waker")
 

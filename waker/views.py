@@ -12,7 +12,9 @@ from rest_framework import serializers
 from core.api import json_response, read_json_object
 from waker import metrics as waker_metrics
 from waker.api import WakerError, waker_view
-from waker.supervisor import PersonaWorker, StartFailed, WorkInFlight, current
+from waker.persona_worker import PersonaWorker, WorkInFlight
+from waker.process import StartFailed
+from waker.supervisor import current
 
 
 class StopParams(serializers.Serializer):

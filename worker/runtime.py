@@ -68,7 +68,8 @@ class Runtime:
         self.loops: list[Loop] = []
         self.startup_steps: list[Callable[[], Awaitable[object]]] = []
         # Long-running coroutines (e.g. the webhook deliverer), started after the browser.
-        self.services: list[Callable[[], Awaitable[object]]] = []
+        # Not "services": that word is the apps' writes of their own models (jobs/services.py).
+        self.long_running: list[Callable[[], Awaitable[object]]] = []
         # In-process listeners of the bus (kinds, callback): subscribed while the runtime runs.
         self.listeners: list[tuple[tuple[Event, ...], OnEvent]] = [(CdpHub.HEARS, self.cdp.on_event)]
         self._unsubscribe: list[Callable[[], None]] = []
@@ -101,7 +102,10 @@ class Runtime:
         self.pages.attach(self.browser, first_tab)
         self.browser.on_failed = self._browser_failed
         self._tasks = [self.tasks.spawn(each.run(), about=f"the {each.name} loop") for each in self.loops]
-        self._tasks += [self.tasks.spawn(service(), about=getattr(service, "__qualname__", "a service")) for service in self.services]
+        self._tasks += [
+            self.tasks.spawn(coroutine(), about=getattr(coroutine, "__qualname__", "a long-running coroutine"))
+            for coroutine in self.long_running
+        ]
 
     def _browser_failed(self, why: str) -> None:
         """Every relaunch failed: stop serving, so the worker exits non-zero

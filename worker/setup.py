@@ -62,13 +62,13 @@ def build_runtime() -> Runtime:
     runtime.startup_steps.append(runtime.bus.log.open)
     runtime.loops.append(Loop("event log", runtime.bus.log.flush, event_log.FLUSH_S))
     deliverer = Deliverer(tracker=runtime.tracker, bus=runtime.bus, tasks=runtime.tasks)
-    runtime.services.append(deliverer.run_forever)
+    runtime.long_running.append(deliverer.run_forever)
     # The deliverer wakes when the bus says a webhook job ended.
     runtime.listeners.append((deliverer.HEARS, deliverer.on_event))
     # Jobs a restart left queued wait for their pages again, once the browser is up.
-    runtime.services.append(runtime.jobs.resume_queued)
+    runtime.long_running.append(runtime.jobs.resume_queued)
     # Schedules: the fires missed while stopped first, then each at its instant.
-    runtime.services.append(runtime.schedules.run)
+    runtime.long_running.append(runtime.schedules.run)
     runtime.loops.append(Loop("job sweep", sweep_jobs, settings.SWEEP_S))
     runtime.shutdown_steps.append(runtime.jobs.stop)
     # The request log, media orphans, the memory purge.

@@ -26,7 +26,6 @@ from bench.report import Plan, Report, Row, ms
 from browser.flags import clear_driver_tap, set_driver_options
 from browser.launch import SYSTEM_CHROMIUM_NAMES
 from browser.tap import DriverTap
-from core.seams import send_cdp
 from harness.worker import WorkerProcess, free_port
 
 TARGET_EXTRA_MS = 0.5
@@ -59,7 +58,9 @@ async def playwright_steps(url: str, count: int) -> list[float]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.connect_over_cdp(url)
         pages = [page for context in browser.contexts for page in context.pages]
-        page = next(page for page, title in zip(pages, [await page.title() for page in pages], strict=True) if title == MARK)
+        page = next(
+            page for page, title in zip(pages, [await page.title() for page in pages], strict=True) if title == MARK
+        )
         for _ in range(count // 5):
             await page.evaluate("1+1")
         samples = []
@@ -74,8 +75,13 @@ async def playwright_steps(url: str, count: int) -> list[float]:
 def bare_steps(url: str, target_id: str, count: int) -> list[float]:
     """`Runtime.evaluate` on a flat session, message by message: no client library's own cost."""
     with connect(url, max_size=None) as socket:
+
         def call(call_id: int, method: str, params: dict, session: str | None = None) -> dict:
-            socket.send(json.dumps({"id": call_id, "method": method, "params": params, **({"sessionId": session} if session else {})}))
+            socket.send(
+                json.dumps(
+                    {"id": call_id, "method": method, "params": params, **({"sessionId": session} if session else {})}
+                )
+            )
             while True:
                 message = json.loads(socket.recv())
                 if message.get("id") == call_id:
@@ -114,7 +120,7 @@ async def pipe_steps(executable: str, port: int, count: int) -> tuple[list[float
             piped = []
             for number in range(count + count // 5):
                 began = time.perf_counter()
-                await send_cdp(session, "Runtime.evaluate", {"expression": "1+1"})
+                await session.send("Runtime.evaluate", {"expression": "1+1"})
                 if number >= count // 5:
                     piped.append(time.perf_counter() - began)
             direct = httpx.get(f"http://127.0.0.1:{port}/json/version").json()["webSocketDebuggerUrl"]
@@ -140,11 +146,17 @@ async def tap_steps(link, target: str, count: int) -> list[float]:
 
     async def call(call_id: int, method: str, params: dict, session: str | None = None) -> dict:
         answers[call_id] = asyncio.get_running_loop().create_future()
-        link.send(json.dumps({"id": call_id, "method": method, "params": params, **({"sessionId": session} if session else {})}))
+        link.send(
+            json.dumps(
+                {"id": call_id, "method": method, "params": params, **({"sessionId": session} if session else {})}
+            )
+        )
         return await answers[call_id]
 
     browser = (await call(-1, "Target.attachToBrowserTarget", {}))["result"]["sessionId"]
-    session = (await call(1, "Target.attachToTarget", {"targetId": target, "flatten": True}, browser))["result"]["sessionId"]
+    session = (await call(1, "Target.attachToTarget", {"targetId": target, "flatten": True}, browser))["result"][
+        "sessionId"
+    ]
     samples = []
     for number in range(count + count // 5):
         began = time.perf_counter()
@@ -161,7 +173,9 @@ def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
     wrapper = scratch / "chromium-with-a-port"
     wrapper.write_text(f'#!/bin/sh\nexec {chromium()} --remote-debugging-port={port} "$@"\n')
     wrapper.chmod(0o755)
-    worker = WorkerProcess(scratch / "cdp-store", env={"PENELOPE_PLUGINS": "plugins.web", "PENELOPE_BROWSER": str(wrapper)})
+    worker = WorkerProcess(
+        scratch / "cdp-store", env={"PENELOPE_PLUGINS": "plugins.web", "PENELOPE_BROWSER": str(wrapper)}
+    )
     try:
         worker.start()
         with worker.client() as client:
@@ -177,27 +191,49 @@ def cdp_phase(plan: Plan, report: Report, scratch: Path) -> None:
             target = next(t["id"] for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["title"] == MARK)
             rows = []
             for name, through, straight in (
-                ("Playwright's `page.evaluate(\"1+1\")` over `connect_over_cdp`",
-                 asyncio.run(playwright_steps(token(), count)), asyncio.run(playwright_steps(direct, count))),
-                ("A bare `Runtime.evaluate` on a flat session (one WebSocket, no client library)",
-                 bare_steps(token(), target, count), bare_steps(direct, target, count)),
+                (
+                    'Playwright\'s `page.evaluate("1+1")` over `connect_over_cdp`',
+                    asyncio.run(playwright_steps(token(), count)),
+                    asyncio.run(playwright_steps(direct, count)),
+                ),
+                (
+                    "A bare `Runtime.evaluate` on a flat session (one WebSocket, no client library)",
+                    bare_steps(token(), target, count),
+                    bare_steps(direct, target, count),
+                ),
             ):
                 rows.append((name, p50_ms(through), p50_ms(straight)))
     finally:
         worker.stop()
     tapped, piped, straight = asyncio.run(pipe_steps(chromium(), free_port(), count))
     for name, samples in (
-        ("The floor under it: a `Runtime.evaluate` from Python through the driver tap (browser/tap.py), as the mux sends a client's "
-         "(no client, no socket)", tapped),
-        ("The same through Playwright's driver protocol (a CDP session's `send`), as the mux sent them before the tap", piped),
+        (
+            "The floor under it: a `Runtime.evaluate` from Python through the driver tap (browser/tap.py), as the mux sends a client's "
+            "(no client, no socket)",
+            tapped,
+        ),
+        (
+            "The same through Playwright's driver protocol (a CDP session's `send`), as the mux sent them before the tap",
+            piped,
+        ),
     ):
-        report.add(Row(
-            f"{name}, p50 of {count}", ms(p50_ms(samples)), f"straight to the same Chromium: {ms(p50_ms(straight))}",
-            f"+{p50_ms(samples) - p50_ms(straight):.3f} ms",
-        ))
+        report.add(
+            Row(
+                f"{name}, p50 of {count}",
+                ms(p50_ms(samples)),
+                f"straight to the same Chromium: {ms(p50_ms(straight))}",
+                f"+{p50_ms(samples) - p50_ms(straight):.3f} ms",
+            )
+        )
     for name, through, straight in rows:
         extra = through - straight
-        report.add(Row(
-            f"{name}, through `/cdp/<token>`, p50 of {count}", ms(through), f"straight to the same Chromium: {ms(straight)}",
-            f"+{extra:.3f} ms", f"at most +{TARGET_EXTRA_MS} ms", extra <= TARGET_EXTRA_MS,
-        ))
+        report.add(
+            Row(
+                f"{name}, through `/cdp/<token>`, p50 of {count}",
+                ms(through),
+                f"straight to the same Chromium: {ms(straight)}",
+                f"+{extra:.3f} ms",
+                f"at most +{TARGET_EXTRA_MS} ms",
+                extra <= TARGET_EXTRA_MS,
+            )
+        )

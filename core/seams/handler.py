@@ -1,9 +1,9 @@
 """Seams on an HTTP request's way to its view, in Django's request handling
-and then in DRF's and adrf's: Django's ASGI handler (piece 1),
-request_started's receivers (2), DRF's request stream (3), adrf's dispatch
+and then in DRF's and adrf's: Django's ASGI handler (piece 1), DRF's
+request stream (3; piece 2 went back to Django's receivers), adrf's dispatch
 (4), a middleware chain outside Django's handler (5), a hook on a
 response's close (9) and the Django request under DRF's (10).
-core/seams/__init__.py says what each replaces or relies on, and why.
+docs/design/SEAMS.md says what each replaces or relies on, why, and what it pays.
 
 Imports no DRF views (and with them Django's admin): the waker imports
 this package for its bounded requests."""
@@ -19,7 +19,6 @@ from asgiref.sync import sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.db import close_old_connections, reset_queries
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
@@ -47,8 +46,10 @@ class ThreadlessApiHandler(ASGIHandler):
         """What Django's `handle` does for a request, in one task: the body,
         the request, the middleware and view, the answer, its close. A client
         that disconnects before its answer is sent cancels the view, as with
-        Django. Not sent: `request_started`, whose one receiver returns at once
-        for /api/ (piece 2)."""
+        Django. Not sent: `request_started`, whose receivers (Django's
+        `reset_queries` and `close_old_connections`) tend a request thread's
+        connections: an API request has none, it reaches the database
+        through core/db_thread.py."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -77,7 +78,7 @@ class ThreadlessApiHandler(ASGIHandler):
         if response is None:
             await signals.request_finished.asend(sender=self.__class__)
         else:
-            response.close()  # its receivers do no I/O on the loop (piece 2)
+            response.close()  # request_finished: the loop's thread holds no connection to close
 
 
 async def _cancel_on_disconnect(receive: Callable, task: asyncio.Task) -> bool:
@@ -87,45 +88,6 @@ async def _cancel_on_disconnect(receive: Callable, task: asyncio.Task) -> bool:
         return False
     task.cancel()
     return True
-
-
-# --- 2. request_started's receivers -----------------------------------------------------
-
-
-async def request_started_outside_api(sender: Any, scope: dict | None = None, **kwargs: Any) -> None:
-    """Django's own request_started receivers, for the requests that may use
-    the database from their thread (the admin's): an API request has no
-    connection in a request thread to reset or close."""
-    if scope is not None and scope.get("path", "").startswith(THREADLESS_PREFIX):
-        return
-    await sync_to_async(_reset_and_close)()
-
-
-def _reset_and_close() -> None:
-    reset_queries()
-    close_old_connections()
-
-
-def close_old_connections_off_loop(**kwargs: Any) -> None:
-    """Django's request_finished receiver `close_old_connections`, except on
-    the event loop's thread: an API request's answer is closed there, and the
-    loop's thread holds no request's connection (the API's go through
-    core/db_thread.py), while touching one there would be async-unsafe."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a thread of its own (the admin's request): Django's way
-        close_old_connections(**kwargs)
-
-
-def keep_request_started_off_api() -> None:
-    """Swap Django's sync request_started receivers for the async one above,
-    and request_finished's `close_old_connections` for the one that skips
-    the loop's thread (once, before the server runs)."""
-    signals.request_started.disconnect(reset_queries)
-    signals.request_started.disconnect(close_old_connections)
-    signals.request_started.connect(request_started_outside_api, weak=False)
-    signals.request_finished.disconnect(close_old_connections)
-    signals.request_finished.connect(close_old_connections_off_loop, weak=False)
 
 
 # --- 3. and 4. DRF's request, adrf's dispatch --------------------------------------------

@@ -1,5 +1,5 @@
 """Seams in Django's ORM: the INSERT without `save()` around it (piece 8)
-and one model instance made another (13). core/seams/__init__.py says what
+and one model instance made another (13). docs/design/SEAMS.md says what
 each replaces or relies on, and why."""
 
 from __future__ import annotations

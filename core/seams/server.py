@@ -1,16 +1,13 @@
 """Seams in daphne and Twisted: daphne's request class (pieces 6 and 14),
 Twisted's HTTP channel (7), the reactor's asyncio loop (11), and daphne's
-sockets (16, 19).
-core/seams/__init__.py says what each replaces or relies on, and why.
-
-Nothing of Twisted or daphne is imported at the top: Twisted's modules are
+sockets (16, 19); docs/design/SEAMS.md says what each replaces, why, and
+what it pays. Nothing of Twisted or daphne is imported at the top: Twisted's modules are
 import-order sensitive (core/serving.py), and this package is imported
 before the reactor is installed."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -364,36 +361,11 @@ def size_socket_messages(limit_of: Callable[[str], int | None], close_wait_s: fl
             return super().onConnect(request)
 
         def handle_reply(self, message: dict[str, Any]) -> None:
-            if message.get("type") == "websocket.close" and message.get("reason") and self.state != self.STATE_CONNECTING:
-                self.sendClose(code=message.get("code") or 1000, reason=message["reason"])
+            reason = message.get("reason") if message.get("type") == "websocket.close" else None
+            if reason and self.state != self.STATE_CONNECTING:
+                self.sendClose(code=message.get("code") or 1000, reason=reason)
                 return
             super().handle_reply(message)
 
     ws_protocol.WebSocketFactory.protocol = SizedWebSocketProtocol
     return SizedWebSocketProtocol
-
-
-# --- 19. a socket's message sent at once ---------------------------------------------------
-
-
-def send_at_once(send: Any) -> Callable[[dict[str, Any]], None] | None:
-    """For a WebSocket served by daphne, a plain function that sends an ASGI
-    message now, as awaiting `send` would: daphne's `send` is its Server's
-    `handle_reply` coroutine bound to the socket's protocol (`partial`), and
-    for a socket's messages all it does is check that the connection is
-    still there, then call the protocol's `handle_reply`. Awaiting it needs
-    a coroutine, so a caller on a callback (not a task) would wake a task
-    for every message; this runs the same two steps without one. None
-    under another server. A message after the connection went is dropped,
-    as daphne drops it."""
-    server = getattr(getattr(send, "func", None), "__self__", None)
-    protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
-    connections = getattr(server, "connections", None)
-    if protocol is None or not isinstance(connections, dict) or not hasattr(protocol, "handle_reply"):
-        return None
-
-    def now(message: dict[str, Any]) -> None:
-        if protocol in connections and not connections[protocol].get("disconnected"):
-            protocol.handle_reply(message)
-
-    return now

@@ -1,4 +1,4 @@
-"""The SQLite connection under Django's (piece 12; core/seams/__init__.py
+"""The SQLite connection under Django's (piece 12; docs/design/SEAMS.md
 says what it relies on, and why). A module of its own because
 core/db_thread.py uses it, and piece 8 uses core/db_thread.py."""
 

@@ -3,8 +3,8 @@ credentials, whose values the client never holds and nothing records.
 
 The credential must belong to the page's current origin, and so must the
 document each value is typed into: the page's, or that of the iframe
-`frame_selector` names. plugins/signing_in.py says how the values are typed
-and why nothing records them, plugins/form_typing.py how each is checked.
+`frame_selector` names. plugins/signing_in.py says how the values are typed,
+how each is checked, and why nothing records them.
 The selectors are CSS selectors: the fields are found in the page without
 one of Playwright's recorded actions.
 """

@@ -1,5 +1,6 @@
 """The `web` actions that move files between a site and the worker's media:
-`download` takes a file the site serves as a download (plugins/downloads.py),
+`download` takes a file the site serves as a download, or one the browser
+shows instead of saving (text, JSON, an image, a PDF: plugins/downloads.py),
 and `upload` puts media files (a client's, from `POST /api/v1/media`, or a
 plugin's) into a page's file input.
 
@@ -129,9 +130,14 @@ async def upload(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, 
 
 
 class DownloadParams(WebParams):
-    url = Url(required=False, help_text="Open it and take the file it answers with. Not with selector.")
+    url = Url(
+        required=False,
+        help_text="Open it and take the file it answers with, downloaded or shown (any type but HTML). Not with selector.",
+    )
     selector = Text(
-        max_length=1000, required=False, help_text="Click it and take what the click downloads. Not with url."
+        max_length=1000,
+        required=False,
+        help_text="Click it and take what the click downloads, or the file it opens (any type but HTML). Not with url.",
     )
     timeout_ms = serializers.IntegerField(
         min_value=1, max_value=600_000, default=30_000, help_text="How long the download may take to start."
@@ -145,12 +151,13 @@ class DownloadParams(WebParams):
 
 @action("download", params=DownloadParams)
 async def download(page: Page, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """Take a file the site serves as a download: the one `url` answers with,
-    or the one (or ones) a click on `selector` starts. Answers `media` and its
-    `filename`, `size`, `content_type` and `sha256`, and `files`, every file in
-    the order they started."""
+    """Take a file the site serves: the one `url` answers with, or the one
+    (or ones) a click on `selector` starts. A file the browser would show
+    instead of saving (the page opens an answer that is not HTML) is saved
+    as a download instead, and the page stays where it was. Answers `media` and its `filename`, `size`, `content_type` and `sha256`,
+    and `files`, every file in the order they started."""
     timeout = params["timeout_ms"]
-    async with ctx.expect_download(page, timeout_ms=timeout) as downloads:
+    async with ctx.expect_download(page, timeout_ms=timeout, inline=True) as downloads:
         if "url" in params:
             try:
                 await navigate(page, params["url"], wait_until="commit", timeout=timeout)

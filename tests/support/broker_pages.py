@@ -17,12 +17,13 @@ class Pages:
     def __init__(self, *names: str) -> None:
         self.tasks = Tasks()
         self.broker = Broker(self)
-        self.pages = {name: ManagedPage(name, tab=None, on_free=self.broker.offer) for name in names}
+        self.pages = {name: ManagedPage(name, tab=None) for name in names}
         self.opened: list[str] = []
 
     def reserve(self, page_id: str) -> ManagedPage:
-        page = ManagedPage(page_id, opening=True, held=True, on_free=self.broker.offer)
+        page = ManagedPage(page_id)
         self.pages[page_id] = page
+        self.broker.opening(page)
         return page
 
     async def open_tab_of(self, page: ManagedPage) -> None:
@@ -32,7 +33,6 @@ class Pages:
     def drop(self, page: ManagedPage) -> None:
         if self.pages.get(page.name) is page:
             del self.pages[page.name]
-        page.closed = True
         self.broker.closed(page)
 
     def room(self) -> int:
@@ -41,5 +41,4 @@ class Pages:
     def close(self, name: str) -> None:
         """Close a page, whoever holds it or waits for it (the broker answers its waiters)."""
         page = self.pages.pop(name)
-        page.closed = True
         self.broker.closed(page)

@@ -20,9 +20,25 @@ Shown output is compared by shape (tests/support/shown.py): a shell block's
 output holds a JSON value for each one shown (in a following block, or as
 `# {…}` comments in the block, on one line or several), in order, and the
 `HTTP/1.1 NNN` lines shown; a plain shown output with neither is compared
-line by line, `…` for what varies. The document's addresses (`127.0.0.1:5000`
-and others, paths too) are mapped to the test's own before a block runs, and
-in the paths of its files.
+line by line, `…` for what varies.
+
+A block runs as written: the worker's port is never written into it. The
+documents build every address of the worker on `PENELOPE_PORT` (the
+README's `WORKER` and `BASE`, a script's `os.environ`), 5000 when unset, and
+those of the waker on `WAKER_PORT`, 5100 when unset; the test sets them to
+its own processes' ports, which are not those. The test's `env` is the
+reader's environment, for the shell blocks and, while the document runs,
+the Python ones. So a block, or a file written from one, that still names
+a default port in a loopback address (`127.0.0.1:5000`, outside its
+comments; DEFAULT_PORT) fails the document before anything runs, save in
+the documents of KEEPS_ITS_MAP. A guide that goes on from the README's
+quick start (its `WORKER`, `BASE`, `KEY`, `AUTH`) runs that block first
+(`after_readme=True`). Other addresses a document names (a webhook
+receiver's port, a persona's in a personas file, a folder) may still be
+mapped to the test's own (`addresses`) before a block runs, in the paths
+of its files and in its plain shown outputs. A shown output needs no port
+mapped: a URL in a JSON answer is compared by shape, and the numbers of a
+plain one are masked.
 """
 
 from __future__ import annotations
@@ -34,12 +50,13 @@ import json
 import os
 import re
 import subprocess
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.worker import ROOT, WorkerProcess
+from harness.worker import ROOT, WorkerProcess, free_port
 from tests.support.shown import compare, json_values, lenient, python_value, shown_in_block, text_differs
 
 FENCE = re.compile(
@@ -48,6 +65,19 @@ FENCE = re.compile(
     re.S | re.M,
 )
 RUN = {"bash": "shell", "sh": "shell", "shell": "shell", "python": "python"}
+# The worker's and the waker's default ports, written into a loopback
+# address (`127.0.0.1:5000`, `ws://localhost:5000`, `127.0.0.1:5100`): a
+# reader on another port would reach whatever listens there.
+# `${PENELOPE_PORT:-5000}` and `"5000"` are defaults, not this, and a
+# cluster's Service (`…svc.cluster.local:5000`, SCALING.md) has that port
+# in every deployment.
+DEFAULT_PORT = re.compile(r"(?:127\.0\.0\.1|localhost):(?:5000|5100)(?!\d)")
+# Documents whose blocks keep the default port, mapped by their test.
+KEEPS_ITS_MAP = {
+    # The user guide of the jobs contract (/work/shared/spec/USING_JOBS.md),
+    # whose examples are the contract's: its test maps its addresses.
+    "docs/guides/USING_JOBS.md",
+}
 
 
 @dataclass
@@ -97,6 +127,50 @@ def read_blocks(doc: Path) -> list[Block]:
     return found
 
 
+def without_comments(block: Block) -> str:
+    """A run or file block's code without its comments, which may show an
+    answer (`# {"url":"http://127.0.0.1:5000"}`) or state a default: a
+    Python block's by its tokens, a shell block's whole-line comments and
+    what follows ` # ` on a line."""
+    lines = block.code.split("\n")
+    if block.lang == "python":
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(block.code).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return block.code
+        for token in tokens:
+            if token.type == tokenize.COMMENT:
+                row, column = token.start
+                lines[row - 1] = lines[row - 1][:column]
+        return "\n".join(lines)
+    kept = []
+    for line in lines:  # a line stays a line, so that where names it
+        kept.append("" if line.lstrip().startswith(("#", "//")) else line.split(" # ", 1)[0].split(" // ", 1)[0])
+    return "\n".join(kept)
+
+
+def default_port_in(doc: Path, blocks: list[Block]) -> list[str]:
+    """Where a block that runs, or is written to a file, names the worker's
+    or the waker's default port in an address (DEFAULT_PORT): `where: line`
+    for each."""
+    found = []
+    for block in blocks:
+        if block.runs or block.marker == "file":
+            for offset, line in enumerate(without_comments(block).split("\n")):
+                if DEFAULT_PORT.search(line):
+                    found.append(f"{doc.relative_to(ROOT)}:{block.line + 1 + offset}: {line.strip()}")
+    return found
+
+
+def readme_variables() -> str:
+    """The README quick start's block that sets `WORKER`, `BASE`, `KEY` and
+    `AUTH`, which the guides go on from."""
+    for block in read_blocks(ROOT / "README.md"):
+        if block.runs and re.search(r"^BASE=", block.code, re.M):
+            return block.code
+    raise AssertionError("README.md: no block sets BASE")
+
+
 def shown_in_output(block: Block) -> tuple[list[Any], list[int]]:
     """(the JSON values, the HTTP statuses) a shown output block holds."""
     text = lenient(block.code)
@@ -122,7 +196,8 @@ class DocRun:
     home: Path
     store: Path
     env: dict[str, str]
-    addresses: dict[str, str]  # the document's host:port -> the test's
+    addresses: dict[str, str]  # the document's other addresses (not the worker's) -> the test's
+    prelude: str = ""  # shell code run before the document's first block (the README's variables)
     timeout_s: float = 120
     namespace: dict[str, Any] = field(default_factory=dict)  # the Python blocks' globals
 
@@ -149,7 +224,19 @@ class DocRun:
     def run(self) -> Ran:
         done = Ran()
         outputs: dict[int, str] = {}
-        for block in read_blocks(self.doc):
+        blocks = read_blocks(self.doc)
+        if str(self.doc.relative_to(ROOT)) not in KEEPS_ITS_MAP:
+            written = default_port_in(self.doc, blocks)
+            assert not written, (
+                "blocks that name a default port: build the address on PENELOPE_PORT (the README's "
+                "WORKER and BASE) or WAKER_PORT, so that a reader on another port runs them as written:\n"
+                + "\n".join(written)
+            )
+            mapped = [address for address in self.addresses if DEFAULT_PORT.search(address)]
+            assert not mapped, f"{self.doc.name}: the worker's and the waker's ports are set, not mapped: {mapped}"
+        if self.prelude:
+            self.shell(Block(0, "bash", self.prelude), f"{self.doc.name}, before its blocks")
+        for block in blocks:
             where = block.where(self.doc)
             if block.marker == "file":
                 target = self.place / self.mapped(block.note)
@@ -252,10 +339,25 @@ def shown_after(lines: list[str]) -> Any:
         return None
 
 
-def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addresses: dict[str, str], **run) -> Ran:
+def run_document(
+    doc: Path,
+    tmp: Path,
+    *,
+    store: Path,
+    env: dict[str, str],
+    addresses: dict[str, str] | None = None,
+    after_readme: bool = False,
+    **run,
+) -> Ran:
     """Run every block of `doc`; fail on the first that fails or differs.
-    `namespace=`, a dict of the test's, holds the Python blocks' globals (to
-    shut down what a block left running, even when a later one fails)."""
+    `env` is the reader's environment (`PENELOPE_PORT`, the worker's port,
+    never 5000; `WAKER_PORT`, never 5100), for the shell blocks and, while
+    the document runs, the Python ones; `after_readme` runs the README's
+    `WORKER`, `BASE`, `KEY` and `AUTH` first. `namespace=`, a dict of the test's, holds the Python blocks'
+    globals (to shut down what a block left running, even when a later one
+    fails)."""
+    assert env.get("PENELOPE_PORT") != "5000", "the docs run on a port that is not the default"
+    assert env.get("WAKER_PORT") != "5100", "the docs run on a port that is not the default"
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     shell_env = {**os.environ}
@@ -265,14 +367,35 @@ def run_document(doc: Path, tmp: Path, *, store: Path, env: dict[str, str], addr
     # checkout: PYTHONPATH puts a module saved "beside manage.py" there too.
     shell_env.update({"HOME": str(home), "PYTHONPATH": ".", **env})
     shell_env["PENELOPE_STORE"] = str(store)
-    return DocRun(doc, home, store, shell_env, addresses, **run).run()
+    prelude = readme_variables() if after_readme else ""
+    with environment(env):
+        return DocRun(doc, home, store, shell_env, addresses or {}, prelude, **run).run()
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """This process's environment with `env` set, as it was afterwards: the
+    Python blocks run here, and read it as a reader's script would."""
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
 def documented_worker(store: Path, **env: str) -> Iterator[WorkerProcess]:
     """A worker as the documents start it: default settings and a key it makes
     itself (`store/key`), with the demo family's pauses shortened."""
-    worker = WorkerProcess(store, env={"DEMO_PAUSE_MS": "50", **env}, key="").start()
+    worker = WorkerProcess(store, env={"DEMO_PAUSE_MS": "50", **env}, key="")
+    while worker.port == 5000:  # the documents must not run on the default port by chance
+        worker.port = free_port()
+    worker.start()
     worker.key = (store / "key").read_text().strip()
     try:
         yield worker

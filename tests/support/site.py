@@ -51,6 +51,18 @@ class Handler(SimpleHTTPRequestHandler):
             self.send_header("Content-Length", "2")
             self.end_headers()
             return self.wfile.write(b"ok")
+        if url.path.startswith("/shown/"):
+            # A file a browser shows instead of saving, typed by its name's
+            # extension or `as` (SHOWN), with no Content-Disposition or an
+            # inline one (`disposition`), answered with `status`; `kib` KiB of
+            # text instead, sent in 64 KiB chunks of unknown length when `chunked`.
+            name = url.path.removeprefix("/shown/")
+            body, content_type = SHOWN[query.get("as") or name.rsplit(".", 1)[-1]]
+            if "kib" in query:
+                body = b"line of text\n" * (int(query["kib"]) * 1024 // 13)
+            status = int(query.get("status", "200"))
+            content_type = "" if "untyped" in query else content_type
+            return self._send_shown(body, content_type, query.get("disposition"), "chunked" in query, status)
         if url.path == "/download":
             # A file served as a download: `kib` KiB of a pattern, `pause_ms` between
             # 64 KiB pieces; behind the cookie `need` when asked (else 403).
@@ -76,6 +88,26 @@ class Handler(SimpleHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser cancelled it
 
+    def _send_shown(self, body: bytes, content_type: str, disposition: str | None, chunked: bool, status: int):
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        if disposition:
+            self.send_header("Content-Disposition", f'inline; filename="{disposition}"')
+        if not chunked:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return self.wfile.write(body)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for start in range(0, len(body), 65536):
+                piece = body[start : start + 65536]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the browser stopped it
+
     def _send(self, body: bytes, status: int = 200, content_type: str = "text/html; charset=utf-8"):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -90,6 +122,41 @@ class Handler(SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def one_page_pdf() -> bytes:
+    """A valid one-page PDF, offsets and all: Chromium opens it in its viewer."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length 35 >>\nstream\nBT /F1 12 Tf 20 50 Td (Shown) Tj ET\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+# What /shown/<name>.<extension> serves: the body and its Content-Type.
+SHOWN = {
+    "txt": (b"Plain text the browser shows.\nA second line.\n", "text/plain; charset=utf-8"),
+    "json": (b'{"items": [1, 2, 3], "shown": true}', "application/json"),
+    "png": (
+        bytes.fromhex(
+            "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+            "1f15c4890000000d4944415478da63f8cfc0f01f0005000200a9b1b1bc0000000049454e44ae426082"
+        ),
+        "image/png",
+    ),
+    "pdf": (one_page_pdf(), "application/pdf"),
+}
 
 
 def list_page(page: int, pages: int, per: int) -> bytes:

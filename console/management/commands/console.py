@@ -4,7 +4,7 @@ Deployment, docs/guides/SCALING.md).
 
 It serves the console's pages under /console/ and `GET /api/v1/fleet/jobs`
 with daphne on CONSOLE_HOST:CONSOLE_PORT, and reads each persona of the fleet
-file through its worker's Service with a read key (console/services.py).
+file through its worker's Service with a read key (console/fleet_http.py).
 Signing in takes WAKER_KEY, as on the waker; on Kubernetes it is the
 console's own Secret. First SIGTERM/SIGINT stops it cleanly; a second exits now.
 """
@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from console import fleet as console_fleet
 from console.fleet_file import FleetInvalid, load_fleet
-from console.services import ServiceFleet
+from console.fleet_http import ServiceFleet
 from core.addresses import authority
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne
 

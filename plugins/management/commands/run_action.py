@@ -62,7 +62,7 @@ class Command(BaseCommand):
             raise CommandError(str(refused)) from None
         finally:
             self.say_trace(shell)
-        self.stdout.write(json.dumps(outcome.body, indent=2, ensure_ascii=False))
+        self.stdout.write(json.dumps(outcome.body, ensure_ascii=False))  # one line, as the docs show it
         self.stderr.write(f"status: {outcome.status}")
         if not 200 <= outcome.status < 300:
             raise SystemExit(1)

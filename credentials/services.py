@@ -1,10 +1,12 @@
-"""The credentials' store: sync functions, each one transaction at most,
-run on the database thread by their async callers (`areveal`, and the API's
-views through `core.db_thread.on_db_thread`).
+"""Changes of the credentials: synchronous, each one transaction at most,
+run on the database thread by their async callers (`areveal_credential`,
+and the API's views through `core.db_thread.on_db_thread`).
 
-Secrets go in through `put` and come out through `reveal` alone, to a flow
-that uses them (`ctx.credential`); every other answer is a public view
-(`Credential.public_view`), which says which secrets are set, never one.
+Secrets go in through `put_credential` and come out through
+`reveal_credential` alone, to a flow that uses them (`ctx.credential`),
+which marks the credential used: a change too, so it is here. Every other
+answer is the credential's shown fields (`Credential.shown`), which say
+which secrets are set, never one; the reads are `credentials.selectors`'.
 A refusal is a domain error (core/errors.py) whose sentence holds no secret.
 """
 
@@ -16,19 +18,15 @@ from typing import Any
 from django.db import transaction
 
 from core.db_thread import on_db_thread
-from core.errors import CredentialIncomplete, NoSuchCredential
+from core.errors import CredentialIncomplete
 from credentials import rules, sealing
 from credentials.models import Credential
+from credentials.selectors import find_credential
 
 
-def no_such(name: Any) -> NoSuchCredential:
-    said = f" named {name}" if isinstance(name, str) and rules.NAME.fullmatch(name) else ""
-    return NoSuchCredential(f"No credential{said}: PUT /api/v1/credentials/{{name}} stores one.")
-
-
-def put_created(name: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def put_credential(name: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Store the credential `name` as `body` describes it, whole (a field not
-    sent is no longer set), creating it or replacing it: its public view,
+    sent is no longer set), creating it or replacing it: its shown fields,
     and whether it was created. InvalidCredential before anything is stored.
 
     The seal is made inside the write transaction, so a key rotation that
@@ -50,41 +48,10 @@ def put_created(name: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             used_at=existing.used_at if existing else None,
         )
         credential.save(force_insert=existing is None, force_update=existing is not None)
-    return credential.public_view(), existing is None
+    return credential.shown(), existing is None
 
 
-def put(name: str, body: dict[str, Any]) -> dict[str, Any]:
-    """`put_created` without saying whether it created: the public view."""
-    return put_created(name, body)[0]
-
-
-def find(name: Any) -> Credential:
-    credential = Credential.objects.named(name).first() if isinstance(name, str) and rules.NAME.fullmatch(name) else None
-    if credential is None:
-        raise no_such(name)
-    return credential
-
-
-def view(name: str) -> dict[str, Any]:
-    """The credential's public view, or NoSuchCredential."""
-    return find(name).public_view()
-
-
-def reader_view(name: str) -> dict[str, Any]:
-    """What a read key reads of it: its name and origin."""
-    return find(name).reader_view()
-
-
-def listing() -> list[dict[str, Any]]:
-    """Every credential's public view, by name."""
-    return [credential.public_view() for credential in Credential.objects.by_name()]
-
-
-def reader_listing() -> list[dict[str, Any]]:
-    return [credential.reader_view() for credential in Credential.objects.by_name()]
-
-
-def delete(name: str) -> bool:
+def delete_credential(name: str) -> bool:
     """Forget the credential; whether there was one."""
     if not (isinstance(name, str) and rules.NAME.fullmatch(name)):
         return False
@@ -101,7 +68,9 @@ class Revealed:
 
     __slots__ = ("name", "url", "username", "password", "notes", "_totp_secret")
 
-    def __init__(self, *, name: str, url: str, username: str, password: str | None, totp_secret: str | None, notes: str | None):
+    def __init__(
+        self, *, name: str, url: str, username: str, password: str | None, totp_secret: str | None, notes: str | None
+    ):
         self.name = name
         self.url = url
         self.username = username
@@ -127,28 +96,36 @@ class Revealed:
         return rules.SiteTotp(self._totp_secret).now()
 
     def __repr__(self) -> str:
-        held = [what for what, value in (("password", self.password), ("totp", self._totp_secret), ("notes", self.notes)) if value]
+        held = [
+            what
+            for what, value in (("password", self.password), ("totp", self._totp_secret), ("notes", self.notes))
+            if value
+        ]
         return f"<Revealed {self.name} {self.url} user={self.username!r} secrets={','.join(held) or 'none'}>"
 
     __str__ = __repr__
 
 
-def reveal(name: str) -> Revealed:
+def reveal_credential(name: str) -> Revealed:
     """The credential's secrets, opened, for a flow on its site; its `used_at`
     is now. NoSuchCredential, or CredentialUnreadable when its seal does not
     open with this worker's keys. One transaction: a key rotation beside it
     (credentials/rotation.py) waits, or was done before."""
     now = time.time()
     with transaction.atomic():
-        credential = find(name)
+        credential = find_credential(name)
         secrets = sealing.unseal(credential.name, credential.url, credential.sealed)
         Credential.objects.named(credential.name).update(used_at=now)
     return Revealed(
-        name=credential.name, url=credential.url, username=credential.username,
-        password=secrets["password"], totp_secret=secrets["totp_secret"], notes=secrets["notes"],
+        name=credential.name,
+        url=credential.url,
+        username=credential.username,
+        password=secrets["password"],
+        totp_secret=secrets["totp_secret"],
+        notes=secrets["notes"],
     )
 
 
-async def areveal(name: str) -> Revealed:
-    """`reveal`, from the event loop: on the database thread."""
-    return await on_db_thread(reveal)(name)
+async def areveal_credential(name: str) -> Revealed:
+    """`reveal_credential`, from the event loop: on the database thread."""
+    return await on_db_thread(reveal_credential)(name)

@@ -31,11 +31,11 @@ from typing import Any
 
 import httpx
 
-from console import readings
+from console import persona_store
 from console.fleet import ASLEEP, AWAKE, FAILING, Detail, Row, memory_by
 from console.fleet_file import ServicePersona
+from console.persona_store import JobSearch
 from console.present import ago
-from console.readings import JobSearch
 from core.wrong_keys import WrongKeys
 from waker.watch import Watch
 
@@ -155,7 +155,7 @@ class ServiceFleet:
             reason = f"{reason}; figures as last read, {ago(last.read_at, now)}" if last else f"{reason}; never read"
         stored = last.body["row"] if last else None
         live = last.body["live"] if last else None
-        jobs = stored["jobs"] if stored else readings.empty_overview(now)["jobs"]
+        jobs = stored["jobs"] if stored else persona_store.empty_overview(now)["jobs"]
         watch = self.watches[persona.name]
         return Row(
             name=persona.name,
@@ -167,7 +167,7 @@ class ServiceFleet:
             failed_hour=jobs["failed_hour"],
             failed_day=jobs["failed_day"],
             next_fire_at=stored["next_fire_at"] if stored else None,
-            requests_by_hour=stored["requests_by_hour"] if stored else [0] * readings.SCALES["hour"][1],
+            requests_by_hour=stored["requests_by_hour"] if stored else [0] * persona_store.SCALES["hour"][1],
             pages_busy=len(live["busy_pages"]) if live else None,
             pages_open=len(live["open_pages"]) if live else None,
             pages_read_at=last.read_at if last else None,
@@ -191,7 +191,7 @@ class ServiceFleet:
         outcome = await self.read(persona)
         now = time.time()
         last = self.last.get(name)
-        overview = last.body["overview"] if last else readings.empty_overview(now)
+        overview = last.body["overview"] if last else persona_store.empty_overview(now)
         points = [(point.minute, point.peak) for point in self.watches[name].memory]
         memory = {
             scale: memory_by(points, shaped["start"], shaped["step"], len(shaped["calls_ok"]))

@@ -1,6 +1,6 @@
-"""The credentials' store in-process, against Django's test database (a real
-SQLite file) and a store folder of the test's own for the key files: what a
-PUT may hold, the seal (bound to its row, opened by its key only), the key
+"""The credentials in-process (credentials/services.py and selectors.py),
+against Django's test database (a real SQLite file) and a store folder of
+the test's own for the key files: what a PUT may hold, the seal (bound to its row, opened by its key only), the key
 made at first use, `Revealed`, the rotation of the key file (whole, and
 stopped after each step) and of CREDENTIALS_KEY, and the admin. No worker,
 no browser: tests/test_credentials.py has the API on a real worker."""
@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 
 from core import store_lock
 from core.errors import CredentialIncomplete, CredentialUnreadable, InvalidCredential, NoSuchCredential
-from credentials import rotation, rules, sealing, store
+from credentials import rotation, rules, sealing, selectors, services
 from credentials.models import Credential
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PASSWORD = "pw-Planted-7c1e-hunter2"
 TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # 160 bits, as pyotp itself takes it
 NOTES = "recovery codes: planted-notes-5d2a"
-GITHUB = {"url": "https://github.com", "username": "octo", "password": PASSWORD, "totp_secret": TOTP_SECRET, "notes": NOTES}
+GITHUB = {
+    "url": "https://github.com",
+    "username": "octo",
+    "password": PASSWORD,
+    "totp_secret": TOTP_SECRET,
+    "notes": NOTES,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -50,34 +56,43 @@ def names() -> list[str]:
 
 
 def test_a_credential_is_stored_read_listed_replaced_and_deleted():
-    shown, created = store.put_created("github", GITHUB)
+    shown, created = services.put_credential("github", GITHUB)
     assert created is True
     assert shown == {
-        "name": "github", "url": "https://github.com", "username": "octo",
+        "name": "github",
+        "url": "https://github.com",
+        "username": "octo",
         "secrets": {"password": True, "totp": True, "notes": True},
-        "changed_at": shown["changed_at"], "used_at": None,
+        "changed_at": shown["changed_at"],
+        "used_at": None,
     }
-    assert store.view("github") == shown and store.listing() == [shown]
-    assert store.reader_view("github") == {"name": "github", "url": "https://github.com"}
-    store.reveal("github")
-    used_at = store.view("github")["used_at"]
+    assert selectors.credential_shown("github") == shown and selectors.credentials_shown() == [shown]
+    assert selectors.credential_for_reader("github") == {"name": "github", "url": "https://github.com"}
+    services.reveal_credential("github")
+    used_at = selectors.credential_shown("github")["used_at"]
     assert used_at is not None
     # A PUT replaces it whole: what it leaves out is no longer set; its last use stays.
-    replaced, created = store.put_created("github", {"url": "https://github.com", "password": "another"})
+    replaced, created = services.put_credential("github", {"url": "https://github.com", "password": "another"})
     assert created is False
     assert replaced["secrets"] == {"password": True, "totp": False, "notes": False}
     assert replaced["username"] == "" and replaced["used_at"] == used_at
-    assert store.reveal("github").password == "another"
-    store.put("gitlab", {"url": "https://gitlab.com", "username": "", "password": "", "totp_secret": None})
-    assert [item["name"] for item in store.listing()] == ["github", "gitlab"]
-    assert store.view("gitlab")["secrets"] == {"password": False, "totp": False, "notes": False}  # empty is none
-    assert store.delete("github") is True and store.delete("github") is False
+    assert services.reveal_credential("github").password == "another"
+    services.put_credential(
+        "gitlab", {"url": "https://gitlab.com", "username": "", "password": "", "totp_secret": None}
+    )
+    assert [item["name"] for item in selectors.credentials_shown()] == ["github", "gitlab"]
+    assert selectors.credential_shown("gitlab")["secrets"] == {
+        "password": False,
+        "totp": False,
+        "notes": False,
+    }  # empty is none
+    assert services.delete_credential("github") is True and services.delete_credential("github") is False
     with pytest.raises(NoSuchCredential, match="No credential named github"):
-        store.view("github")
+        selectors.credential_shown("github")
     with pytest.raises(NoSuchCredential):
-        store.reveal("github")
+        services.reveal_credential("github")
     with pytest.raises(NoSuchCredential) as unknown:
-        store.view("../etc/passwd")
+        selectors.credential_shown("../etc/passwd")
     assert "passwd" not in unknown.value.message  # a name that is no name is not said back
 
 
@@ -111,9 +126,9 @@ BAD = [
 
 @pytest.mark.parametrize(("name", "body", "field"), BAD)
 def test_every_bad_field_is_refused_naming_it_never_its_value_and_nothing_is_stored(name, body, field):
-    store.put("kept", {"url": "https://kept.example"})
+    services.put_credential("kept", {"url": "https://kept.example"})
     with pytest.raises(InvalidCredential) as refused:
-        store.put(name, body)
+        services.put_credential(name, body)
     message = refused.value.message
     assert PASSWORD not in message and TOTP_SECRET not in message and NOTES not in message
     if field is not None:
@@ -134,22 +149,26 @@ def test_every_bad_field_is_refused_naming_it_never_its_value_and_nothing_is_sto
     ],
 )
 def test_the_url_is_kept_as_a_browser_writes_its_origin(sent, kept):
-    assert store.put("site", {"url": sent})["url"] == kept
+    assert services.put_credential("site", {"url": sent})[0]["url"] == kept
 
 
 def test_a_totp_secret_is_taken_as_sites_show_it_and_gives_pyotps_code():
-    store.put("spaced", {"url": "https://a.example", "totp_secret": "jbsw y3dp ehpk 3pxp jbsw y3dp ehpk 3pxp"})
-    assert store.reveal("spaced").totp() == pyotp.TOTP(TOTP_SECRET).now()
-    store.put("short", {"url": "https://a.example", "totp_secret": "JBSWY3DPEHPK3PXP="})  # 80 bits, padded: many sites' size
-    assert store.reveal("short").totp() == rules.SiteTotp("JBSWY3DPEHPK3PXP").now()
-    store.put("none", {"url": "https://a.example", "password": PASSWORD})
+    services.put_credential(
+        "spaced", {"url": "https://a.example", "totp_secret": "jbsw y3dp ehpk 3pxp jbsw y3dp ehpk 3pxp"}
+    )
+    assert services.reveal_credential("spaced").totp() == pyotp.TOTP(TOTP_SECRET).now()
+    services.put_credential(
+        "short", {"url": "https://a.example", "totp_secret": "JBSWY3DPEHPK3PXP="}
+    )  # 80 bits, padded: many sites' size
+    assert services.reveal_credential("short").totp() == rules.SiteTotp("JBSWY3DPEHPK3PXP").now()
+    services.put_credential("none", {"url": "https://a.example", "password": PASSWORD})
     with pytest.raises(CredentialIncomplete, match="has no TOTP secret"):
-        store.reveal("none").totp()
+        services.reveal_credential("none").totp()
 
 
 def test_revealed_holds_the_secrets_and_shows_none_of_them():
-    store.put("github", GITHUB)
-    revealed = store.reveal("github")
+    services.put_credential("github", GITHUB)
+    revealed = services.reveal_credential("github")
     assert (revealed.name, revealed.url, revealed.username) == ("github", "https://github.com", "octo")
     assert revealed.password == PASSWORD and revealed.notes == NOTES
     assert revealed.totp() == pyotp.TOTP(TOTP_SECRET).now()
@@ -163,7 +182,7 @@ def test_revealed_holds_the_secrets_and_shows_none_of_them():
 
 
 def test_nothing_stored_holds_a_secret_in_plain_text():
-    store.put("github", GITHUB)
+    services.put_credential("github", GITHUB)
     row = Credential.objects.values().get(name="github")
     stored = repr(row)
     assert PASSWORD not in stored and TOTP_SECRET not in stored and NOTES not in stored
@@ -171,16 +190,16 @@ def test_nothing_stored_holds_a_secret_in_plain_text():
 
 
 def test_a_seal_moved_to_another_row_does_not_open():
-    store.put("github", GITHUB)
-    store.put("gitlab", {"url": "https://gitlab.com", "password": "theirs"})
+    services.put_credential("github", GITHUB)
+    services.put_credential("gitlab", {"url": "https://gitlab.com", "password": "theirs"})
     sealed = Credential.objects.get(name="github").sealed
     Credential.objects.filter(name="gitlab").update(sealed=sealed)
     with pytest.raises(CredentialUnreadable, match="not sealed for this name and url"):
-        store.reveal("gitlab")
+        services.reveal_credential("gitlab")
     # The same name on another origin does not open it either.
     Credential.objects.filter(name="github").update(url="https://evil.example")
     with pytest.raises(CredentialUnreadable):
-        store.reveal("github")
+        services.reveal_credential("github")
     assert Credential.objects.get(name="github").used_at is None  # an unread seal is no use
 
 
@@ -201,8 +220,8 @@ def test_another_key_does_not_open_a_seal():
 def test_the_key_file_is_made_at_first_use_owner_only_and_its_path_logged_never_the_key(key_folder, caplog):
     caplog.set_level(logging.INFO, logger="penelope.credentials")
     assert not (key_folder / "credentials_key").exists()
-    store.put("a", {"url": "https://a.example", "password": PASSWORD})
-    store.put("b", {"url": "https://b.example", "password": PASSWORD})
+    services.put_credential("a", {"url": "https://a.example", "password": PASSWORD})
+    services.put_credential("b", {"url": "https://b.example", "password": PASSWORD})
     key_file = key_folder / "credentials_key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     key_text = key_file.read_text().strip()
@@ -215,27 +234,31 @@ def test_the_key_file_is_made_at_first_use_owner_only_and_its_path_logged_never_
 
 def test_with_credentials_key_the_environments_key_seals_and_no_file_is_made(settings, key_folder):
     settings.CREDENTIALS_KEY = other_key()
-    store.put("github", GITHUB)
+    services.put_credential("github", GITHUB)
     assert not (key_folder / "credentials_key").exists()
-    assert store.reveal("github").password == PASSWORD
+    assert services.reveal_credential("github").password == PASSWORD
     settings.CREDENTIALS_KEY = other_key()
     with pytest.raises(CredentialUnreadable, match=r"\(CREDENTIALS_KEY\)"):
-        store.reveal("github")
+        services.reveal_credential("github")
 
 
 # --- rotation ----------------------------------------------------------------------------------------
 
 
 def fill() -> dict[str, dict]:
-    store.put("github", GITHUB)
-    store.put("gitlab", {"url": "https://gitlab.com", "username": "lab", "password": "lab-" + PASSWORD})
-    store.put("bare", {"url": "https://bare.example"})
+    services.put_credential("github", GITHUB)
+    services.put_credential("gitlab", {"url": "https://gitlab.com", "username": "lab", "password": "lab-" + PASSWORD})
+    services.put_credential("bare", {"url": "https://bare.example"})
     return {name: secrets_of(name) for name in ("github", "gitlab", "bare")}
 
 
 def secrets_of(name: str) -> dict:
-    revealed = store.reveal(name)
-    return {"password": revealed.password, "notes": revealed.notes, "totp": revealed.totp() if revealed.has_totp else None}
+    revealed = services.reveal_credential(name)
+    return {
+        "password": revealed.password,
+        "notes": revealed.notes,
+        "totp": revealed.totp() if revealed.has_totp else None,
+    }
 
 
 def opens_with(key: bytes) -> set[str]:
@@ -272,13 +295,15 @@ def test_a_rotation_stopped_after_each_step_leaves_every_credential_readable_and
     pending, resumed = rotation.begin()
     assert resumed is False and stat.S_IMODE(sealing.pending_key_file().stat().st_mode) == 0o600
     assert {name: secrets_of(name) for name in before} == before
-    store.put("later", {"url": "https://later.example", "password": "later-" + PASSWORD})
+    services.put_credential("later", {"url": "https://later.example", "password": "later-" + PASSWORD})
     assert opens_with(pending) == {"later"}
     # Stopped after step 2: every seal is the new key's, the old key file still in place.
     assert rotation.reseal_all(sealing.Keyring.of(pending, old)) == 4
     assert opens_with(pending) == {"github", "gitlab", "bare", "later"} and opens_with(old) == set()
     assert sealing.read_key_file(sealing.key_file()) == old
-    assert {name: secrets_of(name) for name in before} == before and secrets_of("later")["password"] == "later-" + PASSWORD
+    assert {name: secrets_of(name) for name in before} == before and secrets_of("later")[
+        "password"
+    ] == "later-" + PASSWORD
     # The next rotation takes the pending key up and finishes.
     out = StringIO()
     call_command("credentials", "rotate-key", stdout=out)
@@ -313,7 +338,9 @@ def test_rotate_key_with_credentials_key_reseals_with_credentials_new_key(settin
     settings.CREDENTIALS_NEW_KEY = new = other_key()
     out = StringIO()
     call_command("credentials", "rotate-key", stdout=out)
-    assert out.getvalue().startswith("Re-sealed 3 credentials with CREDENTIALS_NEW_KEY. Now put that key in CREDENTIALS_KEY")
+    assert out.getvalue().startswith(
+        "Re-sealed 3 credentials with CREDENTIALS_NEW_KEY. Now put that key in CREDENTIALS_KEY"
+    )
     assert old not in out.getvalue() and new not in out.getvalue()
     assert opens_with(sealing.decode_key(old)) == set() and len(opens_with(sealing.decode_key(new))) == 3
     settings.CREDENTIALS_KEY, settings.CREDENTIALS_NEW_KEY = new, ""
@@ -342,7 +369,7 @@ def test_credentials_new_key_without_credentials_key_is_refused(settings):
 def test_the_admin_lists_credentials_read_only_and_never_shows_a_seal_or_a_secret(client):
     User.objects.create_superuser("operator", "op@example.com", "pw")
     client.login(username="operator", password="pw")
-    store.put("github", GITHUB)
+    services.put_credential("github", GITHUB)
     sealed = Credential.objects.get(name="github").sealed
     listing = client.get("/admin/credentials/credential/")
     detail = client.get("/admin/credentials/credential/github/change/")
