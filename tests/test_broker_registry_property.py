@@ -12,6 +12,8 @@ The steps, each as the worker's own code path takes it:
 - a queued job's turn (`join` with a priority, job id and lease, then
   `wait` to its queue deadline or its cancel);
 - a job's start without a queue (`take_now`, by name or on `any`);
+- a CDP client's driver hold (`broker.drive` under the page's lease, or
+  none, or after it expired), its tab, and its `undrive`;
 - a waiter's cancel (a job cancelled), its caller gone (the task
   cancelled), a holder's release;
 - a lease taken, renewed, released or broken, and time moved on so that
@@ -29,8 +31,9 @@ After every step, `broker.check()`, and the harness's own invariants:
    page is free for it and MAX_PAGES are open or opening, or after an
    opening failed and no retry since (the broker's invariant 6);
 2. no tab driven without a hold: a caller drives a tab only under a live
-   claim on the page the tab is the current tab of; no page is held twice;
-   a lease does not end under a call or a waiter it holds;
+   claim or driver hold on the page the tab is the current tab of; no page
+   is held twice, nor by a claim and a driver at once; a lease does not end
+   under a call or a waiter it holds;
 3. at most one open tab per page: every open tab is the tab of exactly one
    open page, none left open by a close, a crash, a relaunch or a drop;
 4. first come, first served within a priority: a page a line hands out
@@ -61,7 +64,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from browser.broker import WaitCancelled
-from browser.pages import Claim, Lease, ManagedPage, Waiter
+from browser.pages import Claim, Driver, Lease, ManagedPage, Waiter
 from browser.pool import close_idle
 from browser.registry import PageRegistry
 from browser.runner import BrowserState
@@ -83,6 +86,7 @@ steps = st.lists(
         st.tuples(st.just("job"), TARGETS, st.integers(0, 2), LEASES, st.sampled_from([None, 1.0, 5.0])),
         st.tuples(st.just("job"), TARGETS, st.integers(0, 2), LEASES, st.sampled_from([None, 1.0, 5.0])),
         st.tuples(st.just("start"), TARGETS, LEASES),
+        st.tuples(st.just("drive"), st.sampled_from(NAMED), LEASES),  # a CDP client's driver hold
         st.tuples(st.just("release"), SLOTS),
         st.tuples(st.just("release"), SLOTS),
         st.tuples(st.just("cancel"), SLOTS),
@@ -128,6 +132,7 @@ class Caller:
     waiter: Waiter | None = None  # a job's place in line (a call's is inside `acquire`)
     task: asyncio.Task | None = None
     claim: Claim | None = None
+    driver: Driver | None = None  # a driver hold (a CDP client's), attached
     stopped: bool = False  # cancelled or abandoned by the harness while it took its page
     driving: tuple[FakeTab, int] | None = None  # the tab it drives, and the page's tab generation then
     outcome: BaseException | None = None
@@ -136,11 +141,18 @@ class Caller:
 
     @property
     def taking(self) -> bool:
-        return self.claim is None and self.task is not None and not self.task.done()
+        return self.claim is None and self.driver is None and self.task is not None and not self.task.done()
 
     @property
     def holding(self) -> bool:
-        return self.claim is not None and not self.claim.released
+        hold = self.claim or self.driver
+        return hold is not None and not hold.released
+
+    @property
+    def page(self) -> ManagedPage:
+        hold = self.claim or self.driver
+        assert hold is not None
+        return hold.page
 
 
 @dataclass(eq=False)
@@ -220,6 +232,38 @@ class Harness:
         caller = self.caller("start", target, 0, self.lease_sent(target, lease))
         take = self.broker.take_now(target, job_id=self.job_id(), lease_id=caller.lease_id)
         caller.task = asyncio.create_task(self.run(caller, take))
+
+    def drive(self, name: str, lease: str) -> None:
+        """A CDP client's connection (cdp/sockets.py): a driver hold under the page's lease, then its tab."""
+        page = self.pages.get(name)
+        if page is None:
+            return
+        known = page.lease is not None and self.leases.get(name) == page.lease.id
+        held = page.lease if lease == "own" and known else None
+        caller = self.caller("drive", name, 0, held.id if held is not None else None)
+        caller.task = asyncio.create_task(self.run_driver(caller, page, held))
+
+    async def run_driver(self, caller: Caller, page: ManagedPage, lease: Lease | None) -> None:
+        try:
+            driver = await self.broker.drive(page, lease, kind="a CDP client", wait_s=1.0)
+        except DomainError as refused:
+            caller.outcome = refused
+            return
+        caller.driver = driver
+        assert page.name not in self.holders, f"page {page.name}: a driver attached beside a claim"
+        try:
+            try:
+                tab = await self.registry.ensure_tab(driver, django_settings.PAGE_WAIT_S)
+            except DomainError as refused:
+                caller.outcome = refused
+            else:
+                assert self.broker.holds(driver) and page.name not in self.holders, f"page {page.name} driven unheld"
+                assert tab is page.tab and not tab.is_closed() and not page.crashed, f"page {page.name}: a dead tab"
+                caller.driving = (tab, page.tab_generation)
+                await caller.release
+        finally:
+            caller.driving = None
+            self.broker.undrive(driver)
 
     def job_id(self) -> str:
         self.job_numbers += 1
@@ -302,10 +346,13 @@ class Harness:
                     f"page {name}: lease ended under a call"
                 )
         for caller in self.callers:
-            if caller.driving is not None:
+            if caller.driver is not None and caller.holding and not caller.page.closed:  # a close ends driver holds
+                assert self.broker.holds(caller.driver), f"caller {caller.number}: a driver hold the broker lost"
+                assert caller.page.name not in self.holders, f"page {caller.page.name}: a driver beside a claim"
+            if caller.driving is not None and not caller.page.closed:
                 tab, generation = caller.driving
-                page = caller.claim.page
-                assert self.holders.get(page.name) is caller, (
+                page = caller.page
+                assert self.holders.get(page.name) is caller or self.broker.holds(caller.driver), (
                     f"page {page.name} driven by caller {caller.number} unheld"
                 )
                 # A tab lost (crash, browser gone) changes the generation: the call answers 502.
@@ -331,7 +378,8 @@ class Harness:
         if waiting_any:
             for page in self.pages.values():
                 leased = page.lease is not None and not ended(page.lease, now)
-                free = not (page.held or page.closed or page.opening or len(page.line) or leased)
+                driven = page.name in self.broker.drivers
+                free = not (page.held or page.closed or page.opening or len(page.line) or leased or driven)
                 assert not free, f"page {page.name} is free while {len(waiting_any)} wait on any"
             opening = sum(1 for page in self.pages.values() if page.opening)
             assert self.registry.room() <= 0 or len(waiting_any) <= opening or self.opening_failed, (
@@ -369,6 +417,8 @@ class Harness:
             self.job(*args)
         elif kind == "start":
             self.start(*args)
+        elif kind == "drive":
+            self.drive(*args)
         elif kind == "release":
             holding = [caller for caller in self.callers if caller.holding and not caller.release.done()]
             if holding:
