@@ -1,6 +1,7 @@
 """The page broker's rules one at a time, in-process (browser/broker.py):
 who goes first, what `any` takes, leases, and a page closed under its
-waiters. tests/test_broker_property.py drives them at random."""
+waiters. tests/test_broker_registry_property.py drives them at random,
+with the real registry."""
 
 from __future__ import annotations
 
