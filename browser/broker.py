@@ -42,8 +42,10 @@ or room no waiter on `any` waits for; else it joins behind them (`acquire`)
 or is refused (`take_now`).
 
 Invariants, asserted by `check()`, which the property test
-(tests/test_broker_property.py) calls after every step of random
-interleavings of join, wait, release, cancel, deadline, lease, open and close:
+(tests/test_broker_registry_property.py) calls after every step of random
+interleavings of every entry point, over the real registry (acquire,
+take_now, join and wait, cancel, deadline, leases, driver holds, open,
+close, drop, a crash, a relaunch):
 
 1. No idle page while someone waits for it: an open page nobody holds (no
    claim, no driver) has nobody waiting in its line, no driver waiting for
