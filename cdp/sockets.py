@@ -77,8 +77,10 @@ async def cdp_socket(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     try:
         # The connection drives the page under a driver hold (browser/broker.py):
         # a call or job under the lease running now is waited for, up to PAGE_WAIT_S.
+        # Both within PAGE_WAIT_S: the worker's daphne answers a handshake within PAGE_WAIT_S + 5 s.
+        deadline = time.monotonic() + settings.PAGE_WAIT_S
         driver = await broker.drive(grant.page, grant.lease, kind=CDP_CLIENT, wait_s=settings.PAGE_WAIT_S)
-        tab = await runtime.pages.ensure_tab(driver, settings.PAGE_WAIT_S)
+        tab = await runtime.pages.ensure_tab(driver, max(0.0, deadline - time.monotonic()))
         mux = await runtime.cdp.mux()
         home = await runtime.cdp.target_of(tab)
     # One answer, whichever step failed: the driver hold or the page's tab (a

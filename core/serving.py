@@ -126,13 +126,17 @@ def run_daphne(
     page_of: Callable[[str], str | None] | None = None,
     streams: Mapping[str, StreamChoice] | None = None,
     socket_close_wait_s: float | None = None,
+    socket_open_wait_s: float = 5.0,
 ) -> bool:
     """Serve until the first SIGTERM/SIGINT (or `stop_serving`), then await
     `on_stop` before the loop ends; a second signal exits at once. `on_ready`
     runs once the port is bound. Request bodies are bounded as they arrive
     (core/bounded_http.py); each status goes out with its standard reason
     phrase (`reason_phrase`). A CDP socket's close waits `socket_close_wait_s`
-    for its client's (core/seams, piece 16). Answers whether the port could be bound."""
+    for its client's (core/seams, piece 16). A socket's handshake is answered
+    within `socket_open_wait_s` (daphne's `websocket_handshake_timeout`), or the
+    connection is dropped: a CDP client's waits for its page's turn. Answers
+    whether the port could be bound."""
     import daphne.server
     from twisted.internet import defer, reactor
     from twisted.internet.error import ReactorNotRunning
@@ -149,6 +153,7 @@ def run_daphne(
         endpoints=[f"tcp:port={port}:interface={host}"],
         signal_handlers=False,
         verbosity=0,
+        websocket_handshake_timeout=socket_open_wait_s,
         ready_callable=on_ready,
     )
     stopping: list[int] = []

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -346,6 +347,22 @@ def test_a_call_under_the_lease_while_a_client_drives_answers_409_and_runs_once_
     ran = api.post("/main/primitive/evaluate", json={"expression": "document.title"}, headers=under)
     assert ran.status_code == 200 and ran.json()["value"] == "set by the client"
     assert api.post("/main/plugin/web/state", json={}, headers=under).status_code == 200
+
+
+def test_a_client_that_connects_while_a_call_runs_waits_past_daphne_s_five_seconds(make_worker):
+    """Its handshake waits for the call's end (up to PAGE_WAIT_S), longer than
+    daphne's default handshake timeout of 5 s, which dropped it without an answer."""
+    slow = make_worker({"PAGE_WAIT_S": "15"})
+    with slow.client() as client:
+        lease = client.post("/main/lease", json={"ttl": 60}).json()["lease"]
+        url = token_url(slow, client, lease)
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(lambda: client.post("/main/plugin/testing/sleep", json={"seconds": 7}, headers={"X-Lease": lease}))
+            wait_until(lambda: client.get("/main").json()["busy"], what="the call to hold the page")
+            with connect(url, max_size=None, open_timeout=30) as cdp:
+                assert call.done() and call.result().status_code == 200  # the call ended first: its turn came first
+                cdp.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
+                assert json.loads(cdp.recv(timeout=10))["id"] == 1
 
 
 def test_tabs_a_client_opens_count_against_max_pages_and_close_with_it(worker, api, lease):

@@ -65,6 +65,12 @@ HANDSHAKE_HEADERS = frozenset(
     {b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions", b"sec-websocket-protocol"}
 )
 # How the waker's socket to the worker reads and writes.
+# How long the worker may take to answer a socket's handshake: a CDP
+# client's waits for its page's turn, up to the worker's PAGE_WAIT_S (30 s
+# by default), and its tab. The waker answers its own client within
+# OPEN_WAIT_S + 5 (its daphne's handshake timeout, waker/management/commands/waker.py).
+OPEN_WAIT_S = 60.0
+
 UPSTREAM = {
     # The worker is on loopback: no proxy from the environment, and no
     # compression, which JPEG frames would not repay.
@@ -72,7 +78,7 @@ UPSTREAM = {
     "compression": None,
     # Every header is the client's, its User-Agent (or none) included.
     "user_agent_header": None,
-    "open_timeout": 10,
+    "open_timeout": OPEN_WAIT_S,
     # The worker's daphne pings this hop (every 20 s) and websockets answers;
     # one keepalive per hop is enough.
     "ping_interval": None,

@@ -89,7 +89,8 @@ class Command(BaseCommand):
 
         from django.core.asgi import get_asgi_application
 
-        # After the reactor is installed: the supervisor and the proxy import Twisted.
+        # After the reactor is installed: the supervisor, the proxy and the socket relay import Twisted.
+        from waker import socket_relay
         from waker import supervisor as supervision
         from waker.proxy import WakerApplication
 
@@ -102,6 +103,7 @@ class Command(BaseCommand):
             # Called only once the port is bound: no worker starts for a waker that cannot listen.
             on_ready=lambda: (supervisor.start(loop), self._announce(host, port, personas, len(loaded))),
             on_stop=supervisor.close,  # every worker stops before the waker does
+            socket_open_wait_s=socket_relay.OPEN_WAIT_S + 5,  # a worker's CDP handshake may wait for its page
         )
         if not listened:
             loop.run_until_complete(supervisor.close())

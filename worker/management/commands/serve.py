@@ -138,6 +138,8 @@ class Command(BaseCommand):
         listened = run_daphne(
             application, host=host, port=port, on_ready=lambda: self._announce(host, port), on_stop=runtime.stop,
             page_of=page_of_path, streams={uploads.UPLOAD_PATH: uploads.chooser(runtime.wrong_keys)}, socket_close_wait_s=settings.CDP_CLOSE_WAIT_S,
+            # A CDP client's handshake waits for its page's turn, up to PAGE_WAIT_S (cdp/sockets.py).
+            socket_open_wait_s=settings.PAGE_WAIT_S + 5,
         )
         if not listened:
             raise CommandError(f"Could not listen on {authority(host, port)}.")
