@@ -16,6 +16,13 @@ the frames it can decode and the last one's time. The same variant run to
 its end gives the cost of a frame (JPEG decode + scale + encode + mux).
 Finally the partial file is remuxed (stream copy) into a finished one, as
 the worker's start would do for a recording a kill cut (docs/design/RECORDINGS.md).
+
+With `--browser /usr/bin/chromium` (and Playwright in the venv), a Chromium
+then checks what the design relies on: two CDP sessions on one tab each get
+their own screencast, and stopping one leaves the other running; how late a
+frame arrives after its `metadata.timestamp` (the same clock as
+`time.time()`); and how each file plays in a `<video>` served with and
+without HTTP ranges (its duration, a seek to 5 s, playback advancing).
 """
 
 from __future__ import annotations
@@ -183,6 +190,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.02, help="seconds the writer waits between frames")
     parser.add_argument("--kill-at", type=int, default=0, help="frames muxed before the kill (default: half)")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--browser", help="a Chromium to check screencasts and playback with (needs playwright)")
     parser.add_argument("--child", nargs=3, metavar=("VARIANT", "PATH", "FRAMES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -234,6 +242,111 @@ def main() -> None:
               f"{costs[len(costs) // 2] * 1000:14.1f} {costs[-1] * 1000:6.1f} {decode_ms:5.1f} {os.path.getsize(full) / 1024:7.0f}  "
               f"{remux_note} {error} (full file: {full_count} frames)")
     print(f"files in {folder}")
+    if args.browser:
+        import asyncio  # only here: the browser checks are optional
+
+        asyncio.run(in_browser(args.browser, folder))
+
+
+# A page that changes every 50 ms, for the screencast checks.
+CLOCK_PAGE = """<html><body style=margin:0><div id=c style="font:40px sans-serif">0</div>
+<script>setInterval(() => { c.textContent = Date.now() }, 50)</script></body></html>"""
+
+# How a <video> takes a file: its duration, where a seek to 5 s lands, and whether it plays.
+PLAY_JS = """async (src) => {
+  const v = document.createElement('video'); v.muted = true; v.src = src; document.body.append(v);
+  const state = await new Promise(done => { v.onloadedmetadata = () => done('loaded');
+    v.onerror = () => done('error ' + (v.error && v.error.code)); setTimeout(() => done('timeout'), 5000); });
+  if (state !== 'loaded') return {state};
+  const duration = v.duration;
+  v.currentTime = 5; await new Promise(done => { v.onseeked = done; setTimeout(done, 3000); });
+  const seeked = v.currentTime;
+  await v.play().catch(() => {}); const from = v.currentTime; await new Promise(done => setTimeout(done, 700));
+  return {state, duration, seeked_to: seeked, played_s: +(v.currentTime - from).toFixed(2), size: `${v.videoWidth}x${v.videoHeight}`};
+}"""
+
+
+def serve(folder: Path, ranges: bool):
+    """The folder over HTTP on loopback, answering `Range` (206) or not."""
+    import http.server  # only here: the browser checks are optional
+    import threading
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            path = folder / self.path.lstrip("/")
+            asked = self.headers.get("Range", "")
+            if not ranges or not asked.startswith("bytes=") or not path.is_file():
+                return super().do_GET()
+            data = path.read_bytes()
+            first, _, last = asked.removeprefix("bytes=").partition("-")
+            start, end = int(first or 0), int(last) if last else len(data) - 1
+            body = data[start : end + 1]
+            self.send_response(206)
+            self.send_header("Content-Type", self.guess_type(str(path)))
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Range", f"bytes {start}-{start + len(body) - 1}/{len(data)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+async def in_browser(executable: str, folder: Path) -> None:
+    import asyncio  # only here: the browser checks are optional
+
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, headless=True)
+        page = await browser.new_page(viewport={"width": 1280, "height": 720})
+        await page.set_content(CLOCK_PAGE)
+        counts, late = {"a": 0, "b": 0}, []
+
+        async def cast(name: str):
+            session = await page.context.new_cdp_session(page)
+
+            def frame(params: dict) -> None:
+                counts[name] += 1
+                stamp = (params.get("metadata") or {}).get("timestamp")
+                if stamp:
+                    late.append(time.time() - stamp)
+                asyncio.ensure_future(session.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]}))
+
+            session.on("Page.screencastFrame", frame)
+            await session.send("Page.startScreencast", {"format": "jpeg", "quality": 60, "maxWidth": WIDTH, "maxHeight": WIDTH})
+            return session
+
+        first, second = await cast("a"), await cast("b")
+        await asyncio.sleep(2)
+        print(f"two sessions casting one tab for 2 s: {counts['a']} and {counts['b']} frames")
+        await first.send("Page.stopScreencast")
+        before = dict(counts)
+        await asyncio.sleep(1.5)
+        print(f"1.5 s after the first stopped: +{counts['a'] - before['a']} and +{counts['b'] - before['b']} frames")
+        await second.send("Page.stopScreencast")
+        late.sort()
+        print(f"a frame's arrival after its metadata.timestamp: p50 {late[len(late) // 2] * 1000:.1f} ms, "
+              f"min {late[0] * 1000:.1f}, max {late[-1] * 1000:.1f} ({len(late)} frames)")
+        print("canPlayType:", await page.evaluate("""() => { const v = document.createElement('video'); return {
+            vp8: v.canPlayType('video/webm; codecs="vp8"'), h264: v.canPlayType('video/mp4; codecs="avc1.42E01E"')} }"""))
+        files = sorted(path.name for path in folder.iterdir() if path.suffix in (".webm", ".mp4") and path.stat().st_size > 100)
+        for ranges in (False, True):
+            server = serve(folder, ranges)
+            base = f"http://127.0.0.1:{server.server_port}"
+            await page.goto(base + "/frames.json")
+            for name in files:
+                print(f"{'with' if ranges else 'without'} ranges: {name}: {await page.evaluate(PLAY_JS, f'{base}/{name}')}")
+            server.shutdown()
+        await browser.close()
 
 
 if __name__ == "__main__":
