@@ -45,13 +45,21 @@ TIME_BASE = Fraction(1, 1000)  # pts in milliseconds: Chromium's frame timestamp
 
 VARIANTS = {
     # name: (format, codec, codec options, format options)
-    "webm-vp8": ("webm", "libvpx", {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "crf": "20", "b": "2M"}, {}),
+    "webm-vp8": (
+        "webm",
+        "libvpx",
+        {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "crf": "20", "b": "2M"},
+        {},
+    ),
     "webm-vp8-flush": (
-        "webm", "libvpx", {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "crf": "20", "b": "2M"},
+        "webm",
+        "libvpx",
+        {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "crf": "20", "b": "2M"},
         {"flush_packets": "1"},
     ),
     "webm-vp9-flush": (
-        "webm", "libvpx-vp9",
+        "webm",
+        "libvpx-vp9",
         {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "row-mt": "1", "crf": "32", "b": "0"},
         {"flush_packets": "1"},
     ),
@@ -61,7 +69,9 @@ VARIANTS = {
     "mkv-mjpeg-copy-flush": ("matroska", "copy", {}, {"flush_packets": "1"}),
     "mp4-h264": ("mp4", "libx264", {"preset": "ultrafast", "tune": "zerolatency", "crf": "28"}, {}),
     "fmp4-h264-flush": (
-        "mp4", "libx264", {"preset": "ultrafast", "tune": "zerolatency", "crf": "28"},
+        "mp4",
+        "libx264",
+        {"preset": "ultrafast", "tune": "zerolatency", "crf": "28"},
         {"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "1000000", "flush_packets": "1"},
     ),
 }
@@ -200,19 +210,24 @@ def main() -> None:
     began = time.perf_counter()
     frames = synthetic_jpegs(args.frames)
     jpeg_kb = sum(len(data) for _, data in frames) / len(frames) / 1024
-    print(f"{len(frames)} synthetic {WIDTH}x{HEIGHT} JPEG frames, {jpeg_kb:.0f} KB each, made in {time.perf_counter() - began:.1f} s; "
-          f"timestamps 0 to {frames[-1][0] / 1000:.2f} s")
+    print(
+        f"{len(frames)} synthetic {WIDTH}x{HEIGHT} JPEG frames, {jpeg_kb:.0f} KB each, made in {time.perf_counter() - began:.1f} s; "
+        f"timestamps 0 to {frames[-1][0] / 1000:.2f} s"
+    )
     frames_file = folder / "frames.json"
     frames_file.write_text(json.dumps([(at, data.hex()) for at, data in frames]))
     kill_after = args.kill_at or len(frames) // 2
-    print(f"{'variant':18} {'muxed':>5} {'kill':>4} {'decoded':>7} {'last s':>6} {'bytes':>8}  "
-          f"{'full: ms/frame p50 max':>22} {'jpeg':>5} {'KB':>6}  remux   error")
+    print(
+        f"{'variant':18} {'muxed':>5} {'kill':>4} {'decoded':>7} {'last s':>6} {'bytes':>8}  "
+        f"{'full: ms/frame p50 max':>22} {'jpeg':>5} {'KB':>6}  remux   error"
+    )
     for variant in args.variants.split(","):
         fmt = VARIANTS[variant][0]
         cut = str(folder / f"{variant}.cut.{fmt}")
         child = subprocess.Popen(
             [sys.executable, __file__, "--pause", str(args.pause), "--child", variant, cut, str(frames_file)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         muxed = 0
         for line in child.stdout:
@@ -227,7 +242,9 @@ def main() -> None:
         full = str(folder / f"{variant}.full.{fmt}")
         run = subprocess.run(
             [sys.executable, __file__, "--pause", "0", "--child", variant, full, str(frames_file)],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         costs = sorted(json.loads(run.stdout.rsplit("costs ", 1)[1]))
         decode_ms = sorted(part for _, part in costs)[len(costs) // 2] * 1000
@@ -238,9 +255,11 @@ def main() -> None:
             fixed, remux_ms = remux(cut, fmt)
             fixed_count, fixed_last, fixed_error = readable(fixed)
             remux_note = f"{remux_ms:.0f} ms -> {fixed_count} fr {fixed_last:.2f} s {fixed_error}"
-        print(f"{variant:18} {muxed:5} {'-9':>4} {count:7} {last:6.2f} {size:8}  "
-              f"{costs[len(costs) // 2] * 1000:14.1f} {costs[-1] * 1000:6.1f} {decode_ms:5.1f} {os.path.getsize(full) / 1024:7.0f}  "
-              f"{remux_note} {error} (full file: {full_count} frames)")
+        print(
+            f"{variant:18} {muxed:5} {'-9':>4} {count:7} {last:6.2f} {size:8}  "
+            f"{costs[len(costs) // 2] * 1000:14.1f} {costs[-1] * 1000:6.1f} {decode_ms:5.1f} {os.path.getsize(full) / 1024:7.0f}  "
+            f"{remux_note} {error} (full file: {full_count} frames)"
+        )
     print(f"files in {folder}")
     if args.browser:
         import asyncio  # only here: the browser checks are optional
@@ -322,7 +341,9 @@ async def in_browser(executable: str, folder: Path) -> None:
                 asyncio.ensure_future(session.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]}))
 
             session.on("Page.screencastFrame", frame)
-            await session.send("Page.startScreencast", {"format": "jpeg", "quality": 60, "maxWidth": WIDTH, "maxHeight": WIDTH})
+            await session.send(
+                "Page.startScreencast", {"format": "jpeg", "quality": 60, "maxWidth": WIDTH, "maxHeight": WIDTH}
+            )
             return session
 
         first, second = await cast("a"), await cast("b")
@@ -334,17 +355,26 @@ async def in_browser(executable: str, folder: Path) -> None:
         print(f"1.5 s after the first stopped: +{counts['a'] - before['a']} and +{counts['b'] - before['b']} frames")
         await second.send("Page.stopScreencast")
         late.sort()
-        print(f"a frame's arrival after its metadata.timestamp: p50 {late[len(late) // 2] * 1000:.1f} ms, "
-              f"min {late[0] * 1000:.1f}, max {late[-1] * 1000:.1f} ({len(late)} frames)")
-        print("canPlayType:", await page.evaluate("""() => { const v = document.createElement('video'); return {
-            vp8: v.canPlayType('video/webm; codecs="vp8"'), h264: v.canPlayType('video/mp4; codecs="avc1.42E01E"')} }"""))
-        files = sorted(path.name for path in folder.iterdir() if path.suffix in (".webm", ".mp4") and path.stat().st_size > 100)
+        print(
+            f"a frame's arrival after its metadata.timestamp: p50 {late[len(late) // 2] * 1000:.1f} ms, "
+            f"min {late[0] * 1000:.1f}, max {late[-1] * 1000:.1f} ({len(late)} frames)"
+        )
+        print(
+            "canPlayType:",
+            await page.evaluate("""() => { const v = document.createElement('video'); return {
+            vp8: v.canPlayType('video/webm; codecs="vp8"'), h264: v.canPlayType('video/mp4; codecs="avc1.42E01E"')} }"""),
+        )
+        files = sorted(
+            path.name for path in folder.iterdir() if path.suffix in (".webm", ".mp4") and path.stat().st_size > 100
+        )
         for ranges in (False, True):
             server = serve(folder, ranges)
             base = f"http://127.0.0.1:{server.server_port}"
             await page.goto(base + "/frames.json")
             for name in files:
-                print(f"{'with' if ranges else 'without'} ranges: {name}: {await page.evaluate(PLAY_JS, f'{base}/{name}')}")
+                print(
+                    f"{'with' if ranges else 'without'} ranges: {name}: {await page.evaluate(PLAY_JS, f'{base}/{name}')}"
+                )
             server.shutdown()
         await browser.close()
 
