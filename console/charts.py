@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-# A bucket's length on each scale, in seconds (console/readings.py's SCALES).
-MINUTE, HOUR = 60.0, 3600.0
+from console.persona_store import HOUR, MINUTE  # a bucket's length on each scale, in seconds (its SCALES)
+
 WIDTH, HEIGHT, PAD = 480, 150, 4
 # The plot's box inside the chart: room on the left for the y ticks' values,
 # below for the x ticks' times.

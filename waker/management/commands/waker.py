@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.addresses import authority
 from core.serving import PortInUse, check_port_free, event_loop, run_daphne, say_generated, write_new_key
-from waker import kubernetes, kubernetes_console
+from waker import kubernetes, kubernetes_console, socket_relay
 from waker.personas import PersonasInvalid, load_personas
 
 EXPORT_KUBERNETES = "export-kubernetes"
@@ -89,8 +89,7 @@ class Command(BaseCommand):
 
         from django.core.asgi import get_asgi_application
 
-        # After the reactor is installed: the supervisor, the proxy and the socket relay import Twisted.
-        from waker import socket_relay
+        # After the reactor is installed: the supervisor and the proxy import Twisted.
         from waker import supervisor as supervision
         from waker.proxy import WakerApplication
 
